@@ -1,0 +1,1 @@
+"""maxnorm_jax.sampling."""
