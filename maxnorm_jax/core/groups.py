@@ -1,0 +1,90 @@
+"""Masked per-group statistics over [P, G] rewards, shared by the estimators and the protocol.
+
+Every function is vectorised over the P axis, jit-able, and finite for any finite input, also
+for magnitudes near 1e30 or 1e-30 (squares are taken after dividing by the largest deviation).
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def as_rewards_and_mask(rewards, mask=None) -> tuple[jax.Array, jax.Array]:
+  """Converts numpy or jax inputs to a floating [P, G] array and a bool [P, G] mask."""
+  rewards = jnp.asarray(rewards)
+  if not jnp.issubdtype(rewards.dtype, jnp.floating):
+    rewards = rewards.astype(jnp.float32)
+  if rewards.ndim != 2:
+    raise ValueError(f"rewards must have shape [P, G], got shape {rewards.shape}")
+  if mask is None:
+    mask = jnp.ones(rewards.shape, dtype=bool)
+  else:
+    mask = jnp.asarray(mask).astype(bool)
+    if mask.shape != rewards.shape:
+      raise ValueError(f"mask shape {mask.shape} does not match rewards shape {rewards.shape}")
+  # Masked entries never reach arithmetic: NaN or inf behind the mask stays harmless.
+  return jnp.where(mask, rewards, 0.0), mask
+
+
+def count(mask: jax.Array) -> jax.Array:
+  """[P] number of valid samples n_q (float)."""
+  return jnp.sum(mask, axis=-1).astype(jnp.float32)
+
+
+def mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] masked mean over G; 0 for empty groups."""
+  n = jnp.maximum(count(mask), 1.0).astype(x.dtype)
+  return jnp.sum(jnp.where(mask, x / n[:, None], 0.0), axis=-1)
+
+
+def max_abs(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] masked max |x| over G; 0 for empty groups."""
+  return jnp.max(jnp.where(mask, jnp.abs(x), 0.0), axis=-1)
+
+
+def centered_std(centered: jax.Array, mask: jax.Array, ddof: int | float = 1) -> jax.Array:
+  """[P] std of already-centred values, with `ddof`; 0 where n_q <= ddof.
+
+  Computed as m * sqrt(sum((x/m)^2) / (n - ddof)) with m = max |x| so squares never overflow
+  or underflow.
+  """
+  m = max_abs(centered, mask)
+  safe_m = jnp.where(m > 0, m, 1.0)
+  ratio = jnp.where(mask, centered / safe_m[:, None], 0.0)
+  dof = count(mask) - ddof
+  var_ratio = jnp.sum(ratio * ratio, axis=-1) / jnp.maximum(dof, 1.0).astype(centered.dtype)
+  return jnp.where(dof > 0, m * jnp.sqrt(var_ratio), 0.0)
+
+
+def std(x: jax.Array, mask: jax.Array, ddof: int | float = 1) -> jax.Array:
+  """[P] masked std over G with `ddof`; 0 where n_q <= ddof."""
+  return centered_std(x - mean(x, mask)[:, None], mask, ddof)
+
+
+def span(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] max - min of the valid entries; 0 for empty groups."""
+  hi = jnp.max(jnp.where(mask, x, -jnp.inf), axis=-1)
+  lo = jnp.min(jnp.where(mask, x, jnp.inf), axis=-1)
+  return jnp.where(jnp.any(mask, axis=-1), hi - lo, 0.0)
+
+
+def has_contrast(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] bool: at least two valid samples and not all equal."""
+  return (count(mask) >= 2) & (span(x, mask) > 0)
+
+
+def masked_quantile(x: jax.Array, mask: jax.Array, q) -> jax.Array:
+  """[...] the `q` quantile along the last axis over valid entries, linear interpolation.
+
+  numpy's default method: position q * (n - 1) in the sorted valid values. 0 for empty rows.
+  """
+  big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
+  ordered = jnp.sort(jnp.where(mask, x, big), axis=-1)
+  n = jnp.sum(mask, axis=-1)
+  pos = jnp.asarray(q, x.dtype) * jnp.maximum(n - 1, 0).astype(x.dtype)
+  lo = jnp.floor(pos)
+  frac = pos - lo
+  lo_i = lo.astype(jnp.int32)
+  hi_i = jnp.minimum(lo_i + 1, jnp.maximum(n - 1, 0))
+  v_lo = jnp.take_along_axis(ordered, lo_i[..., None], axis=-1)[..., 0]
+  v_hi = jnp.take_along_axis(ordered, hi_i[..., None], axis=-1)[..., 0]
+  return jnp.where(n > 0, v_lo + frac * (v_hi - v_lo), 0.0)
