@@ -226,12 +226,13 @@ def grpo_beta_comp(
   """GRPO advantages with kl_weight_q = clip(s_ref / s_q, 1, beta_comp_max).
 
   s_ref is the median s_q over valid groups of the batch (our formula: it equalises the
-  effective cardinal KL coefficient beta * kl_weight * s_q up to the cap).
+  effective cardinal KL coefficient beta * kl_weight * s_q up to the cap). Groups without
+  contrast keep kl_weight 1.
   """
   u, s, c = _grpo_parts(r, mask, std_ddof, eps)
   valid = groups.has_contrast(r, mask)
   s_ref = groups.masked_quantile(s[None, :], valid[None, :], 0.5)[0]
-  kl_weight = jnp.clip(s_ref / s, 1.0, beta_comp_max)
+  kl_weight = jnp.where(valid, jnp.clip(s_ref / s, 1.0, beta_comp_max), 1.0)
   return _card(u, s, c, mask, valid, kl_weight=kl_weight)
 
 
@@ -339,7 +340,8 @@ def avspo(
   adv = jnp.where(augment[:, None], aug_c, c)
   valid = contrast | augment
 
-  batch_mean = groups.mean(r.reshape(1, -1), mask.reshape(1, -1))[0].astype(jnp.float32)
+  batch_n = jnp.maximum(jnp.sum(mask), 1).astype(r.dtype)
+  batch_mean = jnp.sum(jnp.where(mask, r / batch_n, 0.0)).astype(jnp.float32)
   rose = state.has_prev & (batch_mean > state.prev_reward_mean)
   tau = state.tau_adapt
   tau_next = jnp.where(

@@ -16,7 +16,7 @@ def as_rewards_and_mask(rewards, mask=None) -> tuple[jax.Array, jax.Array]:
   if rewards.ndim != 2:
     raise ValueError(f"rewards must have shape [P, G], got shape {rewards.shape}")
   if mask is None:
-    mask = jnp.ones(rewards.shape, dtype=bool)
+    mask = jnp.ones_like(rewards, dtype=bool)  # inherits the rewards' sharding
   else:
     mask = jnp.asarray(mask).astype(bool)
     if mask.shape != rewards.shape:
@@ -72,11 +72,34 @@ def has_contrast(x: jax.Array, mask: jax.Array) -> jax.Array:
   return (count(mask) >= 2) & (span(x, mask) > 0)
 
 
+def unsharded_last_axis(x: jax.Array) -> jax.Array:
+  """x with its last axis gathered when it is sharded over an explicit mesh axis.
+
+  Sorting needs the whole axis on each device; outside a mesh this returns x unchanged.
+  """
+  sharding = jax.typeof(x).sharding
+  spec = tuple(getattr(sharding, "spec", ()) or ())
+  if getattr(sharding, "mesh", None) is None or sharding.mesh.empty or len(spec) < x.ndim:
+    return x
+  if spec[x.ndim - 1] is None:
+    return x
+  return jax.sharding.reshard(x, jax.sharding.PartitionSpec(*spec[: x.ndim - 1], None))
+
+
+def resolution_tolerance(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] float rounding slack for comparing reward gaps with delta_res: 4 ulp of max |x|.
+
+  A 1/100-grid gap such as 0.51 - 0.5 is 0.00999999 in float32 and must still count as 0.01.
+  """
+  return 4 * jnp.finfo(x.dtype).eps * max_abs(x, mask)
+
+
 def masked_quantile(x: jax.Array, mask: jax.Array, q) -> jax.Array:
   """[...] the `q` quantile along the last axis over valid entries, linear interpolation.
 
   numpy's default method: position q * (n - 1) in the sorted valid values. 0 for empty rows.
   """
+  x, mask = unsharded_last_axis(x), unsharded_last_axis(mask)
   big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
   ordered = jnp.sort(jnp.where(mask, x, big), axis=-1)
   n = jnp.sum(mask, axis=-1)

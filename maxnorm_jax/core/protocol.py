@@ -2,7 +2,8 @@
 
 `delta_res` is the smallest credible reward gap (1e-2 for rewards in [0, 1]).
 - gate: a group whose valid rewards span less than delta_res carries no credible preference and
-  is skipped whole (reward branch and KL branch).
+  is skipped whole (reward branch and KL branch). Gaps are compared with 4 ulp of slack, so a
+  float32 0.51 - 0.5 counts as the 0.01 it stands for.
 - binning (train-time): inside each group, sorted valid rewards closer than delta_res to their
   neighbour merge (single linkage); each cluster takes its mean. Runs before the estimator.
 - zero-group skip: groups whose advantages are all zero leave the update and the token-count
@@ -26,7 +27,8 @@ ZERO_GROUP_MODES = ("skip", "keep")
 def gate(rewards, mask=None, delta_res: float = 1e-2) -> jax.Array:
   """[P] bool: the group has >= 2 valid samples whose rewards span at least delta_res."""
   rewards, mask = groups.as_rewards_and_mask(rewards, mask)
-  return (groups.count(mask) >= 2) & (groups.span(rewards, mask) >= delta_res)
+  slack = groups.resolution_tolerance(rewards, mask)
+  return (groups.count(mask) >= 2) & (groups.span(rewards, mask) >= delta_res - slack)
 
 
 def binning(rewards, mask=None, delta_res: float = 1e-2) -> jax.Array:
@@ -41,10 +43,10 @@ def binning(rewards, mask=None, delta_res: float = 1e-2) -> jax.Array:
   order = jnp.argsort(jnp.where(mask, rewards, big), axis=-1)
   sorted_r = jnp.take_along_axis(rewards, order, axis=-1)
   sorted_m = jnp.take_along_axis(mask, order, axis=-1)  # valid entries come first
-  gaps = jnp.diff(sorted_r, axis=-1) >= delta_res
-  cluster = jnp.concatenate(
-      [jnp.zeros((rewards.shape[0], 1), jnp.int32), jnp.cumsum(gaps, axis=-1, dtype=jnp.int32)],
-      axis=-1,
+  slack = groups.resolution_tolerance(rewards, mask)[:, None]
+  gaps = jnp.diff(sorted_r, axis=-1) >= delta_res - slack
+  cluster = jnp.cumsum(
+      jnp.concatenate([jnp.zeros_like(gaps[:, :1]), gaps], axis=-1), axis=-1, dtype=jnp.int32
   )  # [P, G] cluster id of each sorted entry
   onehot = (cluster[:, :, None] == jnp.arange(g)[None, None, :]) & sorted_m[:, :, None]
   sums = jnp.einsum("pgc,pg->pc", onehot.astype(rewards.dtype), sorted_r / g)

@@ -1,0 +1,1 @@
+"""Independent NumPy references of the core formulas, for tests and benchmarks."""
