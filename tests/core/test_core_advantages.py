@@ -147,7 +147,8 @@ def test_matches_per_group_numpy_loop_on_ragged_groups(name, compute_jit):
   np.testing.assert_allclose(compute_jit(name, r, m).advantages, expected, rtol=2e-5, atol=2e-6)
 
 
-rewards_st = hnp.arrays(np.float32, (P, G), elements=st.sampled_from([0.0, 0.25, 0.5, 0.505, 1.0, -3.0]))
+# Dyadic values: shifts and means are exact in float32, so invariances hold to rounding of 1/s.
+rewards_st = hnp.arrays(np.float32, (P, G), elements=st.sampled_from([0.0, 0.25, 0.5, 0.5078125, 1.0, -3.0]))
 masks_st = hnp.arrays(np.bool_, (P, G))
 floats_st = hnp.arrays(
     np.float32, (P, G),
@@ -177,7 +178,7 @@ def test_invariant_to_a_constant_added_to_a_group(r, m, shift, compute_jit):
   for name in ("grpo", "rloo", "dr_grpo", "maxnorm_rloo", "maxnorm_dr_grpo", "p90", "gopo", "grpo_beta_comp"):
     a = compute_jit(name, r, m).advantages
     b = compute_jit(name, shifted, m).advantages
-    np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-5, err_msg=name)
 
 
 @settings(max_examples=25, deadline=None)
