@@ -2,7 +2,8 @@
 
 Rows follow seed 000's Tables 2 and 3 (Protocol on for RLOO, p90 and MaxNorm; off for GRPO,
 GRPO+beta_q-comp, Dr.GRPO and REINFORCE++), plus every other registry estimator in its original
-form (GOPO, AVSPO, F-GRPO, REINFORCE++-baseline) and GRPO+Protocol, which isolates the gate.
+form (GOPO, AVSPO, F-GRPO, REINFORCE++-baseline), GRPO+Protocol, which isolates the gate, and
+Table 2's MaxNorm-RLOO with the gate off but train-time delta_res binning on.
 Every row skips zero-advantage groups (the tables' "ZG skip = Y").
 """
 
@@ -37,6 +38,7 @@ REINFORCE_PP = Method("REINFORCE++", "reinforce_pp", False)
 REINFORCE_PP_B = Method("REINFORCE++-baseline", "reinforce_pp_baseline", False)
 P90_P = Method("p90+Protocol", "p90", True)
 MAXNORM_RLOO = Method("MaxNorm-RLOO", "maxnorm_rloo", True)
+MAXNORM_RLOO_BIN = Method("MaxNorm-RLOO bin,no gate", "maxnorm_rloo", False, binning=True)
 MAXNORM_DR = Method("MaxNorm-Dr.GRPO", "maxnorm_dr_grpo", True)
 GOPO = Method("GOPO", "gopo", False)
 AVSPO = Method("AVSPO", "avspo", False)
@@ -44,7 +46,7 @@ F_GRPO = Method("F-GRPO", "f_grpo", False)
 
 TABLE_ROWS: tuple[Method, ...] = (
     RLOO_P, GRPO, GRPO_P, GRPO_BETA, DR_GRPO, REINFORCE_PP, REINFORCE_PP_B, P90_P,
-    MAXNORM_RLOO, MAXNORM_DR, GOPO, AVSPO, F_GRPO,
+    MAXNORM_RLOO, MAXNORM_RLOO_BIN, MAXNORM_DR, GOPO, AVSPO, F_GRPO,
 )
 
 

@@ -165,22 +165,23 @@ def step(rows: tuple[Method, ...], cfg: SimConfig, bandit: bandit_lib.Bandit, ro
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(rows: tuple[Method, ...], cfg: SimConfig, bandit_cfg: bandit_lib.BanditConfig):
-  """The jitted run `key -> Trace` of all `rows` at once, fields [M, S, ...].
+def compiled(rows: tuple[Method, ...], cfg: SimConfig):
+  """The jitted run `(key, bandit) -> Trace` of all `rows` at once, fields [M, S, ...].
 
   The rows are vmapped over a row index that selects the estimator branch, so the shared step
   (sampling, Protocol, losses, diagnostics) is compiled once for the whole table. Every row sees
-  the same random keys (common random numbers). Cached: one compilation per configuration.
+  the same random keys (common random numbers). The bandit is an argument, so other seeds of the
+  same shapes reuse the compilation. Cached on (rows, cfg) with cfg.seed ignored.
   """
-  bandit = bandit_lib.make_bandit(bandit_cfg)
-  init = (bandit.init_logits, initial_states(rows))
-
-  def run_row(row, keys):
-    _, trace = jax.lax.scan(functools.partial(step, rows, cfg, bandit, row), init, keys)
-    return trace
 
   @jax.jit
-  def run(key):
+  def run(key, bandit):
+    init = (bandit.init_logits, initial_states(rows))
+
+    def run_row(row, keys):
+      _, trace = jax.lax.scan(functools.partial(step, rows, cfg, bandit, row), init, keys)
+      return trace
+
     keys = jax.random.split(key, cfg.steps)
     return jax.vmap(run_row, in_axes=(0, None))(jnp.arange(len(rows)), keys)
 
@@ -190,5 +191,6 @@ def compiled(rows: tuple[Method, ...], cfg: SimConfig, bandit_cfg: bandit_lib.Ba
 def simulate(rows: tuple[Method, ...], cfg: SimConfig = SimConfig(),
              bandit_cfg: bandit_lib.BanditConfig = bandit_lib.BanditConfig()) -> dict[str, Trace]:
   """Runs `cfg.steps` learning steps of every row on the bandit; returns {label: Trace}."""
-  traces = jax.device_get(compiled(tuple(rows), cfg, bandit_cfg)(jax.random.key(cfg.seed)))
+  run = compiled(tuple(rows), dataclasses.replace(cfg, seed=0))
+  traces = jax.device_get(run(jax.random.key(cfg.seed), bandit_lib.make_bandit(bandit_cfg)))
   return {m.label: jax.tree.map(lambda x, i=i: x[i], traces) for i, m in enumerate(rows)}

@@ -8,7 +8,12 @@ Columns per method row (one run of S steps on the bandit):
   Dir:             mean over steps of cos(g_R, g_R with s_q = 1), on low-variance groups.
   cos(R,-KL):      mean over steps of cos(g_R, -g_KL), on low-variance groups.
   max|c|:          the largest |advantage| on a low-variance group in the run.
+  jitter dKL:      growth of the mean KL on jitter prompts over the run.
+  cred. p*:        probability of the best answer on credible small-gap prompts at the end.
 Low-variance groups: updated (valid) groups whose reward std (ddof 0) is below 1e-2.
+Dir compares with the card's own numerator u at s_q = 1 (`diagnostics.cardinal_card`); for
+REINFORCE++ (no group baseline) u is the raw reward, so its Dir measures the batch whitening's
+shift of low-variance groups against their uncentred rewards.
 """
 
 import dataclasses
@@ -107,7 +112,8 @@ def format_table(rows: list[Row]) -> str:
       if attr is None:
         cells.append(f"{_fmt_inv(row.inv_p95)}/{_fmt_inv(row.inv_p99)}")
       else:
-        cells.append(fmt.format(getattr(row, attr)))
+        value = getattr(row, attr)
+        cells.append(fmt.format(0.0 if abs(value) < 5e-4 else value))
     lines.append(cells)
   widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
   render = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"

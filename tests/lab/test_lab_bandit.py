@@ -2,9 +2,10 @@
 
 import jax
 import numpy as np
+import pytest
 
 from maxnorm_jax.core import groups
-from maxnorm_jax.lab import bandit as bandit_lib, methods
+from maxnorm_jax.lab import bandit as bandit_lib, methods, run, simulate
 
 CFG = bandit_lib.BanditConfig()
 
@@ -64,4 +65,25 @@ def test_maxnorm_learns_credible_gaps_faster_than_rloo_at_the_same_beta(lab_resu
   # RLOO's O(gap) push is KL dominated: it barely leaves its start.
   assert c["credible_best_prob_rloo"] < c["credible_best_prob_start"] + 0.05
   assert c["credible_best_prob_maxnorm_rloo_half"] - c["credible_best_prob_rloo_half"] > 0.2
+  assert c["credible_best_prob_maxnorm_rloo"] - c["credible_best_prob_rloo"] > 0.4
+
+
+def test_binning_without_the_gate_matches_the_full_protocol(lab_result):
+  rows = {r.label: r for r in lab_result.rows}
+  binned, full = rows[methods.MAXNORM_RLOO_BIN.label], rows[methods.MAXNORM_RLOO.label]
+  assert abs(binned.jitter_kl_growth) < 1e-6  # jitter groups bin to one value: zero-group skip
+  assert abs(binned.credible_best_prob - full.credible_best_prob) < 0.03
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_claims_hold_for_other_seeds(seed):
+  # Same shapes as the session's run, so the compiled simulation is reused.
+  sim_cfg = simulate.SimConfig(seed=seed)
+  bandit_cfg = bandit_lib.BanditConfig(seed=seed)
+  b = bandit_lib.make_bandit(bandit_cfg)
+  traces = simulate.simulate(methods.TABLE_ROWS, sim_cfg, bandit_cfg)
+  kl_start = np.asarray(bandit_lib.kl_to_ref(b.init_logits, b.ref_logits))
+  c = run.learning_claims(traces, np.asarray(b.kind), kl_start)
+  assert c["jitter_kl_growth_grpo"] > 0.3
+  assert abs(c["jitter_kl_growth_grpo_protocol"]) < 1e-6
   assert c["credible_best_prob_maxnorm_rloo"] - c["credible_best_prob_rloo"] > 0.4
