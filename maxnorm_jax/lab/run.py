@@ -6,7 +6,6 @@
 
 import dataclasses
 import json
-import os
 import time
 from typing import Callable
 
@@ -33,21 +32,23 @@ class LabResult:
   seconds: float
 
 
-def learning_claims(traces: dict, kind: np.ndarray, kl_start: np.ndarray) -> dict:
-  """The two claims of the issue, as numbers at the last step.
+def learning_claims(traces: dict, bandit: bandit_lib.Bandit) -> dict:
+  """The two claims of the issue, as numbers.
 
-  jitter: KL growth on jitter prompts of GRPO without and with the Protocol.
+  jitter: KL growth on jitter prompts of GRPO without and with the Protocol, at the last step.
   credible: best-answer probability on credible small gaps of MaxNorm-RLOO and RLOO, both with
-    the Protocol and the same beta, at the last step and at half the run.
+    the Protocol and the same beta, before the first step, at half the run and at its end.
   """
+  kind = np.asarray(bandit.kind)
+  kl_start = np.asarray(bandit_lib.kl_to_ref(bandit.init_logits, bandit.ref_logits))
+  best_start = np.asarray(bandit_lib.best_arm_prob(bandit.init_logits, bandit.mean_reward))
   grow = lambda label: table.jitter_kl_growth(traces[label], kind, kl_start)
   best = lambda label: table.credible_best_prob(traces[label], kind)
   steps = len(best(methods.RLOO_P.label))
   return {
       "jitter_kl_growth_grpo": float(grow(methods.GRPO.label)[-1]),
       "jitter_kl_growth_grpo_protocol": float(grow(methods.GRPO_P.label)[-1]),
-      "credible_best_prob_start": float(np.mean(
-          best(methods.RLOO_P.label)[:1])),
+      "credible_best_prob_start": float(table.kind_mean(best_start, kind, bandit_lib.CREDIBLE)),
       "credible_best_prob_maxnorm_rloo": float(best(methods.MAXNORM_RLOO.label)[-1]),
       "credible_best_prob_rloo": float(best(methods.RLOO_P.label)[-1]),
       "credible_best_prob_maxnorm_rloo_half": float(best(methods.MAXNORM_RLOO.label)[steps // 2 - 1]),
@@ -79,7 +80,7 @@ def run(workdir: str, sim_cfg: simulate.SimConfig = simulate.SimConfig(),
   kl_start = np.asarray(bandit_lib.kl_to_ref(bandit.init_logits, bandit.ref_logits))
   traces = simulate.simulate(rows, sim_cfg, bandit_cfg)
   table_rows = [table.make_row(m.label, traces[m.label], sim_cfg.beta, kind, kl_start) for m in rows]
-  claims = learning_claims(traces, kind, kl_start)
+  claims = learning_claims(traces, bandit)
 
   errors = arcsine.arcsine_errors(ARCSINE_GROUP_SIZES)
   transforms = arcsine.transforms()

@@ -82,8 +82,7 @@ def test_claims_hold_for_other_seeds(seed):
   bandit_cfg = bandit_lib.BanditConfig(seed=seed)
   b = bandit_lib.make_bandit(bandit_cfg)
   traces = simulate.simulate(methods.TABLE_ROWS, sim_cfg, bandit_cfg)
-  kl_start = np.asarray(bandit_lib.kl_to_ref(b.init_logits, b.ref_logits))
-  c = run.learning_claims(traces, np.asarray(b.kind), kl_start)
+  c = run.learning_claims(traces, b)
   assert c["jitter_kl_growth_grpo"] > 0.3
   assert abs(c["jitter_kl_growth_grpo_protocol"]) < 1e-6
   assert c["credible_best_prob_maxnorm_rloo"] - c["credible_best_prob_rloo"] > 0.4
