@@ -130,7 +130,8 @@ def run(workdir: str, sim_cfg: simulate.SimConfig = simulate.SimConfig(),
       "Claims: jitter KL growth GRPO {jitter_kl_growth_grpo:.3f} vs GRPO+Protocol "
       "{jitter_kl_growth_grpo_protocol:.3f}; credible P(best) at step {steps}: MaxNorm-RLOO "
       "{credible_best_prob_maxnorm_rloo:.3f} vs RLOO+Protocol {credible_best_prob_rloo:.3f} "
-      "(start {credible_best_prob_start:.3f})".format(**claims))
+      "(start {credible_best_prob_start:.3f})".format(
+          **{k: (0.0 if isinstance(v, float) and abs(v) < 5e-4 else v) for k, v in claims.items()}))
   print_fn(_arcsine_text(errors, transforms))
   print_fn("Wrote " + ", ".join(files))
   return LabResult(table_rows, traces, kind, kl_start, claims, errors, transforms, files,
