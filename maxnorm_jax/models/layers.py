@@ -8,8 +8,9 @@ D head_dim, F mlp, X experts):
   mlp_norm [E]       gate, up [E,F]   down [F,E]
   router [E,X]       expert_gate, expert_up [X,E,F]   expert_down [X,F,E]
 
-and optionally the fused forms `qkv` [E,(H+2K)*D] (+ `qkv_bias`) and `gate_up` [E,2F], which
-replace the separate projections when present (one matmul instead of three / two).
+and optionally the fused forms `qkv` [E,(H+2K)*D] (+ `qkv_bias`), `gate_up` [E,2F] and
+`o_flat` [H*D,E], which replace the separate projections when present (one plain 2-D matmul
+instead of three / two, and no per-step relayout of the output projection).
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 def fuse_weights(cfg: ModelConfig, w: Weights) -> Weights:
-    """Replaces q/k/v by one `qkv` [E,(H+2K)*D] matrix and gate/up by one `gate_up` [E,2F]."""
+    """Replaces q/k/v by one `qkv` [E,(H+2K)*D] matrix, gate/up by one `gate_up` [E,2F] and o by
+    `o_flat` [H*D,E]."""
     w = dict(w)
     e = cfg.hidden_size
+    w["o_flat"] = w.pop("o").reshape(-1, e)
     w["qkv"] = jnp.concatenate(
         [w.pop("q").reshape(e, -1), w.pop("k").reshape(e, -1), w.pop("v").reshape(e, -1)], axis=1
     )
@@ -129,7 +132,11 @@ def attend_cached(
 
 def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Array:
     """attn [B,T,H,D] -> [B,T,E]."""
-    y = jnp.einsum("bthd,hde->bte", attn, w["o"])
+    if "o_flat" in w:
+        b, t, h, d = attn.shape
+        y = attn.reshape(b, t, h * d) @ w["o_flat"]
+    else:
+        y = jnp.einsum("bthd,hde->bte", attn, w["o"])
     return y + w["o_bias"] if cfg.o_bias else y
 
 

@@ -25,12 +25,17 @@ def first_argmax(x: jax.Array) -> jax.Array:
 class Greedy:
     """The most likely token; its logprob is that of the model's (temperature 1) distribution."""
 
+    uses_key = False
+
     def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         del key
         logits = logits.astype(jnp.float32)
-        tokens = first_argmax(logits)
-        logp = jax.nn.log_softmax(logits, axis=-1)
-        return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
+        v = logits.shape[-1]
+        top = jnp.max(logits, axis=-1, keepdims=True)  # shared by the argmax and the logsumexp
+        iota = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
+        tokens = jnp.min(jnp.where(logits == top, iota, v), axis=-1)
+        log_z = top[:, 0] + jnp.log(jnp.sum(jnp.exp(logits - top), axis=-1))
+        return tokens, top[:, 0] - log_z  # the chosen logit is the max
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Categorical:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    uses_key = True
 
     def __post_init__(self):
         if self.temperature <= 0:
