@@ -1,0 +1,47 @@
+"""Pulling the final answer out of a completion: the last `\\boxed{}` or the last integer."""
+
+from __future__ import annotations
+
+import re
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_INT = re.compile(r"-?\d+")
+
+
+def last_boxed(text: str) -> str | None:
+  """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`), braces balanced; else None."""
+  found = None
+  for m in _BOXED.finditer(text):
+    depth, i = 1, m.end()
+    while i < len(text) and depth:
+      if text[i] == "{":
+        depth += 1
+      elif text[i] == "}":
+        depth -= 1
+      i += 1
+    if depth == 0:
+      found = text[m.end():i - 1]
+  return found
+
+
+def last_integer(text: str) -> str | None:
+  """The last match of the regex -?\\d+ in `text` (as written, sign included); else None."""
+  matches = _INT.findall(text)
+  return matches[-1] if matches else None
+
+
+def integer_answer(text: str) -> tuple[str | None, str]:
+  """The answer of a built-in arithmetic completion and where it came from.
+
+  The content of the last `\\boxed{}` if there is one (stripped, and reduced to its last integer
+  when it holds more than an integer), else the last integer of the whole text. Returns
+  (answer or None, source) with source in {"boxed", "last_integer", "none"}.
+  """
+  boxed = last_boxed(text)
+  if boxed is not None:
+    stripped = boxed.strip().replace(",", "").replace(" ", "")
+    if re.fullmatch(r"-?\d+", stripped):
+      return stripped, "boxed"
+    return last_integer(boxed), "boxed"
+  value = last_integer(text)
+  return value, ("last_integer" if value is not None else "none")

@@ -1,0 +1,241 @@
+"""VerifierPool: N worker processes score a batch while the device works.
+
+    pool = VerifierPool(num_workers=2)
+    handle = pool.submit([(completion, record), ...])   # returns at once
+    ...                                                  # device: log-prob passes
+    scores = handle.result()                             # list[Score], in submission order
+
+A dispatcher thread hands items to idle workers one at a time. Each item has a hard wall-clock
+deadline (`timeout_s`: seconds, or a function of the record; by default the built-in task's);
+a worker past it is killed and replaced, and the item scores 0 with info["timeout"]. A worker
+that dies (segfault, OOM kill, os._exit) is replaced and its item scores 0 with info["crash"].
+What a scoring function returns goes through `check_reward`: NaN, infinite or out-of-[0, 1]
+rewards, and functions that raise, give valid=False scores, counted in `pool.rejected`.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing.connection as mpc
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from maxnorm_jax.rewards import builtin
+from maxnorm_jax.rewards.score import RejectionCounter, Score, check_reward
+from maxnorm_jax.rewards.worker import WorkerProcess
+
+
+class PoolHandle:
+  """The pending result of one `submit`: `result()` blocks until every item is scored."""
+
+  def __init__(self, n: int):
+    self._scores: list[Score | None] = [None] * n
+    self._left = n
+    self._event = threading.Event()
+    self._lock = threading.Lock()
+    self.submitted_at = time.monotonic()
+    self.finished_at: float | None = None
+    if n == 0:
+      self._finish()
+
+  def _finish(self) -> None:
+    self.finished_at = time.monotonic()
+    self._event.set()
+
+  def _set(self, index: int, score: Score) -> None:
+    with self._lock:
+      self._scores[index] = score
+      self._left -= 1
+      if self._left == 0:
+        self._finish()
+
+  def done(self) -> bool:
+    """True when every item has its score."""
+    return self._event.is_set()
+
+  def result(self, timeout: float | None = None) -> list[Score]:
+    """The scores in submission order; raises TimeoutError if not done within `timeout`."""
+    if not self._event.wait(timeout):
+      raise TimeoutError("verifier pool batch not finished")
+    return list(self._scores)  # type: ignore[arg-type]
+
+  def arrays(self, timeout: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rewards float32, valid bool, resolution float32) arrays; rejected items have valid False."""
+    scores = self.result(timeout)
+    return (np.array([s.reward for s in scores], np.float32),
+            np.array([s.valid for s in scores], bool),
+            np.array([s.resolution for s in scores], np.float32))
+
+
+class _Slot:
+  """One worker process and what it is doing."""
+
+  def __init__(self, fn, warmup):
+    self.worker = WorkerProcess(fn, warmup)
+    self.ready = False
+    self.job: tuple[PoolHandle, int, dict] | None = None
+    self.deadline = 0.0
+    self.timeout_s = 0.0
+
+
+class VerifierPool:
+  """A pool of killable worker processes scoring (completion, record) items concurrently.
+
+  Args:
+    num_workers: worker processes.
+    score_fn: importable function (completion, record) -> Score | float | dict; default
+      `builtin.score_record` (the built-in tasks).
+    timeout_s: per-item wall-clock deadline: a number, or a function of the record; default
+      `builtin.deadline_for`.
+    warmup: importable function each worker runs once at start (default: import math-verify).
+  """
+
+  def __init__(self, num_workers: int = 2, score_fn: Callable[[str, Any], Any] = builtin.score_record,
+               timeout_s: float | Callable[[Any], float] | None = None,
+               warmup: Callable[[], Any] | None = builtin.warmup):
+    if num_workers < 1:
+      raise ValueError("num_workers must be >= 1")
+    self._fn = score_fn
+    self._warmup = warmup
+    self._timeout = builtin.deadline_for if timeout_s is None else timeout_s
+    self.rejected = RejectionCounter()
+    self.replaced = 0
+    self._pending: collections.deque = collections.deque()
+    self._lock = threading.Lock()
+    self._wake_r, self._wake_w = mpc.Pipe(duplex=False)
+    self._closed = False
+    self._slots = [_Slot(score_fn, warmup) for _ in range(num_workers)]
+    self._thread = threading.Thread(target=self._loop, name="verifier-pool", daemon=True)
+    self._thread.start()
+
+  @property
+  def num_workers(self) -> int:
+    return len(self._slots)
+
+  def _deadline(self, record: Any) -> float:
+    return float(self._timeout(record) if callable(self._timeout) else self._timeout)
+
+  def submit(self, items: Sequence[tuple[str, Any]]) -> PoolHandle:
+    """Queues (completion, record) items; returns a handle at once."""
+    if self._closed:
+      raise RuntimeError("verifier pool is closed")
+    handle = PoolHandle(len(items))
+    with self._lock:
+      for i, (completion, record) in enumerate(items):
+        self._pending.append((handle, i, (completion, record)))
+    self._wake_w.send_bytes(b"w")
+    return handle
+
+  def score(self, items: Sequence[tuple[str, Any]], timeout: float | None = None) -> list[Score]:
+    """submit(items).result(timeout)."""
+    return self.submit(items).result(timeout)
+
+  def wait_ready(self, timeout: float = 120.0) -> bool:
+    """Blocks until every worker has started and warmed up (optional; for benchmarks)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+      if all(s.ready for s in self._slots):
+        return True
+      time.sleep(0.01)
+    return False
+
+  # --- dispatcher thread -------------------------------------------------------------------
+
+  def _replace(self, i: int) -> None:
+    self._slots[i].worker.kill()
+    self._slots[i] = _Slot(self._fn, self._warmup)
+    self.replaced += 1
+
+  def _finish(self, slot: _Slot, score: Score) -> None:
+    handle, index, _ = slot.job  # type: ignore[misc]
+    slot.job = None
+    handle._set(index, score)
+
+  def _dispatch(self) -> None:
+    for slot in self._slots:
+      if slot.ready and slot.job is None:
+        with self._lock:
+          if not self._pending:
+            return
+          job = self._pending.popleft()
+        slot.job = job
+        slot.timeout_s = self._deadline(job[2][1])
+        slot.deadline = time.monotonic() + slot.timeout_s
+        try:
+          slot.worker.send(job[2])
+        except (OSError, ValueError):
+          pass  # the dead worker shows up as EOF below
+
+  def _loop(self) -> None:
+    while not self._closed:
+      self._dispatch()
+      now = time.monotonic()
+      busy = [s.deadline - now for s in self._slots if s.job is not None]
+      wait_s = max(0.0, min(busy)) if busy else None
+      conns = [s.worker.conn for s in self._slots] + [self._wake_r]
+      try:
+        ready = mpc.wait(conns, timeout=wait_s)
+      except OSError:
+        ready = []
+      if self._closed:
+        return
+      if self._wake_r in ready:
+        while self._wake_r.poll():
+          self._wake_r.recv_bytes()
+      for i, slot in enumerate(list(self._slots)):
+        if slot.worker.conn in ready:
+          try:
+            status, value = slot.worker.conn.recv()
+          except (EOFError, OSError):
+            if slot.job is not None:
+              self._finish(slot, Score(0.0, 1.0, {"crash": "worker died", "worker_replaced": True}))
+            self._replace(i)
+            continue
+          if status == "ready":
+            slot.ready = True
+          elif slot.job is not None:
+            if status == "ok":
+              self._finish(slot, check_reward(value, self.rejected))
+            else:
+              self.rejected.add("error")
+              self._finish(slot, Score(0.0, 1.0, {"rejected": "error", "error": value}, valid=False))
+      now = time.monotonic()
+      for i, slot in enumerate(list(self._slots)):
+        if slot.job is not None and now >= slot.deadline:
+          self._finish(slot, Score(0.0, 1.0, {"timeout": True, "timeout_s": slot.timeout_s,
+                                              "worker_replaced": True}))
+          self._replace(i)
+
+  def close(self) -> None:
+    """Stops the dispatcher and the workers; unfinished items score 0 with info["closed"]."""
+    if self._closed:
+      return
+    self._closed = True
+    try:
+      self._wake_w.send_bytes(b"c")
+    except OSError:
+      pass
+    self._thread.join(timeout=5)
+    for slot in self._slots:
+      if slot.job is not None:
+        self._finish(slot, Score(0.0, 1.0, {"closed": True}, valid=False))
+      slot.worker.close()
+    with self._lock:
+      while self._pending:
+        handle, index, _ = self._pending.popleft()
+        handle._set(index, Score(0.0, 1.0, {"closed": True}, valid=False))
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def __del__(self):
+    try:
+      self.close()
+    except Exception:
+      pass

@@ -1,0 +1,20 @@
+"""Importable scoring functions for the pool tests (pool workers import them by name)."""
+
+import math
+import os
+import time
+
+
+def nan_reward(completion, record):
+  """Returns NaN for "nan", inf for "inf", 1.5 for "big", raises for "raise", else 0.25."""
+  return {"nan": math.nan, "inf": math.inf, "big": 1.5}.get(completion, 0.25) if completion != "raise" \
+      else (_ for _ in ()).throw(ValueError("user function failed"))
+
+
+def slow_or_dead(completion, record):
+  """Sleeps for "hang", kills its own process for "die", else returns the record's reward."""
+  if completion == "hang":
+    time.sleep(60)
+  if completion == "die":
+    os._exit(3)
+  return float(record["reward"])
