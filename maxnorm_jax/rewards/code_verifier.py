@@ -2,12 +2,12 @@
 
 Two test formats:
 - stdin/stdout: a list of {"input": str, "output": str}; each case is one sandboxed run, and it
-  passes when the program exits 0 and its stdout equals the expected output up to trailing
+  passes when the program exits 0, leaves no process behind, and its stdout equals the expected output up to trailing
   whitespace on each line and trailing blank lines.
 - assert-style: a string of Python statements; every top-level `assert` is one test, the other
   statements are set-up run in order. The program and the tests run in one sandboxed harness
-  that reports each passed assert with a per-run secret it reads from file descriptor 3 before
-  the program starts (so printing fake results, or exiting early with status 0, scores 0).
+  that reports each passed assert with a per-run secret it reads from a pipe before the program
+  starts (so printing fake results, or exiting early with status 0, scores 0).
 
 reward = passed / total (resolution 1/total); info lists passed, total, and per case whether it
 timed out or crashed.
@@ -29,8 +29,9 @@ _PY_LANGS = {"", "python", "py", "python3", "py3"}
 _HARNESS = r'''
 import ast, os, sys
 def _main():
-    nonce = os.read(3, 64).decode().strip()
-    os.close(3)
+    fd = int(sys.argv[1])
+    nonce = os.read(fd, 64).decode().strip()
+    os.close(fd)
     out = os.fdopen(os.dup(1), "w")
     tests = open("tests.py").read()
     src = open("solution.py").read()
@@ -123,10 +124,10 @@ class CodeVerifier:
     cases = []
     for case in tests:
       r = self.sandbox.run(code, stdin=str(case.get("input", "")))
-      ok = (not r.timed_out and r.returncode == 0 and
+      ok = (not r.timed_out and r.returncode == 0 and not r.left_behind and
             _normalise(r.stdout.decode("utf-8", "replace")) == _normalise(str(case.get("output", ""))))
       cases.append({"passed": ok, "timed_out": r.timed_out, "returncode": r.returncode,
-                    "wall_s": round(r.wall_s, 4),
+                    "left_behind": r.left_behind, "uid": r.uid, "wall_s": round(r.wall_s, 4),
                     "stderr": r.stderr[-500:].decode("utf-8", "replace")})
     return {"passed": sum(c["passed"] for c in cases), "cases": cases,
             "timed_out": any(c["timed_out"] for c in cases)}
@@ -140,6 +141,7 @@ class CodeVerifier:
       parts = line.split()
       if len(parts) == 3 and parts[0] == nonce and parts[1] == "pass" and parts[2].isdigit():
         passed.add(int(parts[2]))
-    passed = {k for k in passed if k < total}
+    passed = {k for k in passed if k < total} if not r.left_behind else set()
     return {"passed": len(passed), "timed_out": r.timed_out, "returncode": r.returncode,
+            "left_behind": r.left_behind, "uid": r.uid,
             "wall_s": round(r.wall_s, 4), "stderr": r.stderr[-500:].decode("utf-8", "replace")}

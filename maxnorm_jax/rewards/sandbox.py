@@ -53,8 +53,20 @@ cd /var/tmp
 set +e
 "$@"
 rc=$?
+# Anything still running in the namespace (other than this init and zombies) was left behind.
+for p in /proc/[0-9]*; do
+  n=${p#/proc/}
+  [ "$n" = 1 ] && continue
+  st=""
+  read -r st < "$p/stat" 2>/dev/null || continue
+  case "$st" in *") Z "*) continue;; esac
+  exit 125
+done
 exit $rc
 """
+
+#: The init's exit status when the program left processes behind (they are killed regardless).
+LEFTOVER_STATUS = 125
 
 
 @dataclasses.dataclass
@@ -69,6 +81,8 @@ class SandboxResult:
     wall_s: wall-clock seconds from start to the end of the process tree.
     isolation: the mode used ("root", "userns", "none").
     uid: the uid the program ran as.
+    left_behind: True when the program exited leaving processes running in its namespace (they
+      were killed with it); only detected in the "root" and "userns" modes.
   """
 
   returncode: int | None
@@ -78,6 +92,7 @@ class SandboxResult:
   wall_s: float
   isolation: str
   uid: int
+  left_behind: bool = False
 
 
 def _run_quiet(argv: list[str], timeout: float = 10.0) -> bool:
@@ -207,8 +222,9 @@ class Sandbox:
       stdin: bytes (or str) fed on standard input.
       files: extra files (name -> text) written next to the program.
       timeout_s: this run's deadline (default: the sandbox's).
-      pass_fd_data: if given, the program finds these bytes on file descriptor 3 (a pipe, read
-        once): a channel for a secret the program under test cannot read back later.
+      pass_fd_data: if given, these bytes wait in a pipe whose file descriptor number is the
+        program's sys.argv[1] (read once): a channel for a secret that the program under test
+        cannot read back later.
     """
     return self._run_argv(self.python, source, stdin, files, timeout_s or self.timeout_s,
                           pass_fd_data)
@@ -237,7 +253,12 @@ class Sandbox:
         with open(os.path.join(prog_dir, name), "w") as f:
           f.write(text)
       env = _base_env()
-      py = [python, "-I", "main.py"]
+      r_fd = -1
+      if pass_fd_data is not None:
+        r_fd, w_fd = os.pipe()
+        os.write(w_fd, pass_fd_data)
+        os.close(w_fd)
+      py = [python, "-I", "main.py"] + ([str(r_fd)] if r_fd >= 0 else [])
       if self.mode == "root":
         uid = random.randrange(1_000_000, 1_900_000)
         env["HOME"] = "/var/tmp"
@@ -261,37 +282,28 @@ class Sandbox:
         env["HOME"] = prog_dir
         argv = (self._limits(timeout_s) + py) if shutil.which("prlimit", path=env["PATH"]) else py
         cwd = prog_dir
-      return self._spawn(argv, cwd, env, host, stdin, timeout_s, uid, pass_fd_data)
+      try:
+        return self._spawn(argv, cwd, env, host, stdin, timeout_s, uid, r_fd)
+      finally:
+        if r_fd >= 0:
+          os.close(r_fd)
     finally:
       shutil.rmtree(host, ignore_errors=True)
 
-  def _spawn(self, argv, cwd, env, host, stdin, timeout_s, uid, pass_fd_data) -> SandboxResult:
+  def _spawn(self, argv, cwd, env, host, stdin, timeout_s, uid, r_fd) -> SandboxResult:
     in_path, out_path, err_path = (os.path.join(host, n) for n in ("stdin", "stdout", "stderr"))
     with open(in_path, "wb") as f:
       f.write(stdin)
     preexec = None
     if self.mode == "none" and argv[0] != "prlimit":
       preexec = self._preexec_limits(timeout_s)
-    pass_fds: tuple[int, ...] = ()
-    r_fd = w_fd = -1
-    if pass_fd_data is not None:
-      r_fd, w_fd = os.pipe()
-      os.write(w_fd, pass_fd_data)
-      os.close(w_fd)
+    pass_fds = (r_fd,) if r_fd >= 0 else ()
     start = time.monotonic()
     timed_out = False
     with open(in_path, "rb") as fin, open(out_path, "wb") as fout, open(err_path, "wb") as ferr:
-      try:
-        if pass_fd_data is not None:
-          # Place the pipe on fd 3 in the child: the shell wrapper dups it there.
-          argv = ["/bin/sh", "-c", 'exec 3<&"$0"; exec "$@"', str(r_fd)] + argv
-          pass_fds = (r_fd,)
-        proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=cwd, env=env,
-                                start_new_session=True, close_fds=True, pass_fds=pass_fds,
-                                preexec_fn=preexec)
-      finally:
-        if r_fd >= 0:
-          os.close(r_fd)
+      proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=cwd, env=env,
+                              start_new_session=True, close_fds=True, pass_fds=pass_fds,
+                              preexec_fn=preexec)
       try:
         proc.wait(timeout=timeout_s)
       except subprocess.TimeoutExpired:
@@ -300,9 +312,10 @@ class Sandbox:
     wall = time.monotonic() - start
     stdout = self._read_capped(out_path)
     stderr = self._read_capped(err_path)
+    left = (not timed_out and self.mode != "none" and proc.returncode == LEFTOVER_STATUS)
     return SandboxResult(returncode=None if timed_out else proc.returncode, stdout=stdout,
                          stderr=stderr, timed_out=timed_out, wall_s=wall, isolation=self.mode,
-                         uid=uid)
+                         uid=uid, left_behind=left)
 
   def _kill_tree(self, proc: subprocess.Popen) -> None:
     """SIGKILLs the run's process group (and with it, via --kill-child, its pid namespace)."""

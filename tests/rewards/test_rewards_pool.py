@@ -1,0 +1,110 @@
+"""VerifierPool: ordered results, concurrency, hung and dead workers replaced, bad rewards rejected."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from maxnorm_jax.rewards import VerifierPool
+
+from rewards_pool_helpers import nan_reward, slow_or_dead
+
+
+@pytest.fixture(scope="module")
+def builtin_pool():
+  pool = VerifierPool(num_workers=2, timeout_s=lambda record: 1.5 if record["task"] == "math" else 10.0)
+  assert pool.wait_ready(120)
+  yield pool
+  pool.close()
+
+
+@pytest.fixture(scope="module")
+def helper_pool():
+  pool = VerifierPool(num_workers=2, score_fn=slow_or_dead, timeout_s=1.0, warmup=None)
+  assert pool.wait_ready(120)
+  yield pool
+  pool.close()
+
+
+def test_builtin_records_in_order(builtin_pool):
+  items = [
+      ("19", {"task": "arith", "answer": "19"}),
+      (r"\boxed{\frac{2}{4}}", {"task": "math", "answer": "1/2"}),
+      ("124", {"task": "arith_digits", "answer": "123"}),
+      (r"\boxed{\frac{1}{2^{98}}}", {"task": "math", "answer": r"\frac{1}{2^{99}}"}),
+      ("```python\nprint(int(input()) * 2)\n```",
+       {"task": "code", "answer": "", "tests": [{"input": "3", "output": "6"}, {"input": "4", "output": "9"}]}),
+      ("18", {"task": "arith", "answer": "19"}),
+  ]
+  handle = builtin_pool.submit(items)
+  scores = handle.result(timeout=60)
+  assert [s.reward for s in scores] == pytest.approx([1.0, 1.0, 2 / 3, 0.0, 0.5, 0.0])
+  assert [s.resolution for s in scores] == pytest.approx([1.0, 1.0, 1 / 3, 1.0, 0.5, 1.0])
+  assert scores[3].info["exact"] is True
+  rewards, valid, resolution = handle.arrays()
+  assert rewards.dtype == np.float32 and valid.all() and resolution[2] == pytest.approx(1 / 3)
+
+
+def test_hanging_math_item_costs_its_deadline_and_worker_is_replaced(builtin_pool):
+  replaced = builtin_pool.replaced
+  t0 = time.monotonic()
+  handle = builtin_pool.submit([
+      (r"\boxed{2^{2^{2^{2^{2^{2}}}}}}", {"task": "math", "answer": "1"}),
+      ("7", {"task": "arith", "answer": "7"}),
+      (r"\boxed{3}", {"task": "math", "answer": "3"}),
+  ])
+  scores = handle.result(timeout=30)
+  assert time.monotonic() - t0 < 4.0
+  assert scores[0].reward == 0.0 and scores[0].info["timeout"] is True
+  assert [s.reward for s in scores[1:]] == [1.0, 1.0]
+  deadline = time.monotonic() + 5
+  while builtin_pool.replaced == replaced and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert builtin_pool.replaced == replaced + 1
+
+
+def test_submit_returns_at_once_and_batches_overlap(helper_pool):
+  t0 = time.monotonic()
+  h1 = helper_pool.submit([("x", {"reward": 0.5})] * 4)
+  h2 = helper_pool.submit([("y", {"reward": 0.25})] * 3)
+  assert time.monotonic() - t0 < 0.1
+  assert [s.reward for s in h2.result(30)] == [0.25] * 3
+  assert [s.reward for s in h1.result(30)] == [0.5] * 4
+  assert h1.done() and h2.done()
+
+
+def test_hung_and_dead_workers_are_replaced(helper_pool):
+  replaced = helper_pool.replaced
+  items = [("hang", {"reward": 1.0}), ("die", {"reward": 1.0}), ("ok", {"reward": 0.75}),
+           ("ok", {"reward": 1.0}), ("hang", {"reward": 1.0}), ("ok", {"reward": 0.0})]
+  t0 = time.monotonic()
+  scores = helper_pool.submit(items).result(timeout=60)
+  assert time.monotonic() - t0 < 10.0
+  assert scores[0].info["timeout"] is True and scores[4].info["timeout"] is True
+  assert scores[1].info["crash"] == "worker died"
+  assert [s.reward for s in scores] == [0.0, 0.0, 0.75, 1.0, 0.0, 0.0]
+  deadline = time.monotonic() + 5
+  while helper_pool.replaced < replaced + 3 and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert helper_pool.replaced == replaced + 3
+  assert helper_pool.score([("ok", {"reward": 0.5})], timeout=30)[0].reward == 0.5
+
+
+def test_bad_user_rewards_are_rejected_and_counted():
+  with VerifierPool(num_workers=1, score_fn=nan_reward, timeout_s=5.0, warmup=None) as pool:
+    scores = pool.score([("nan", {}), ("ok", {}), ("inf", {}), ("big", {}), ("raise", {})],
+                        timeout=60)
+    assert [s.valid for s in scores] == [False, True, False, False, False]
+    assert [s.info.get("rejected") for s in scores] == ["nan", None, "inf", "out_of_range", "error"]
+    assert scores[1].reward == 0.25 and not any(math.isnan(s.reward) for s in scores)
+    assert pool.rejected.counts() == {"nan": 1, "inf": 1, "out_of_range": 1, "error": 1}
+    assert "user function failed" in scores[4].info["error"]
+
+
+def test_empty_batch_and_closed_pool():
+  pool = VerifierPool(num_workers=1, score_fn=slow_or_dead, timeout_s=1.0, warmup=None)
+  assert pool.submit([]).result(timeout=1) == []
+  pool.close()
+  with pytest.raises(RuntimeError, match="closed"):
+    pool.submit([("ok", {"reward": 1.0})])
