@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import random
 import resource
@@ -39,16 +40,14 @@ MODES = ("root", "userns", "none")
 # The namespace init's script. It stays root inside the namespace (so the kill-on-parent-death
 # signal unshare set on it survives), prepares the mounts, copies the program into a private
 # tmpfs and runs it under rlimits as the sandbox user; when the program exits, init exits and
-# the kernel kills whatever the program left behind in the pid namespace.
+# the kernel kills whatever the program left behind in the pid namespace. The copied files stay
+# root's (readable, not writable); the folder itself belongs to the sandbox user.
 _INIT_SCRIPT = r"""
 set -e
 H="$1"; U="$2"; MB="$3"; shift 3
 mount -t tmpfs -o size=${MB}m,mode=0700,uid=$U,gid=$U,nosuid,nodev sandbox /var/tmp
-cp -p "$H"/program/. /var/tmp/ 2>/dev/null || cp -rp "$H"/program/. /var/tmp/
-chown -R "$U:$U" /var/tmp
-mount -t tmpfs -o size=1m,mode=0755,ro,nosuid,nodev,noexec empty /tmp
-mount -t tmpfs -o size=1m,mode=0755,ro,nosuid,nodev,noexec empty /dev/shm
-if [ -d /run/lock ]; then mount -t tmpfs -o size=1m,mode=0755,ro,nosuid,nodev,noexec empty /run/lock; fi
+cp -R "$H"/program/. /var/tmp/
+mount -a -T "$H/masks.fstab"
 cd /var/tmp
 set +e
 "$@"
@@ -64,6 +63,9 @@ for p in /proc/[0-9]*; do
 done
 exit $rc
 """
+
+#: World-writable host folders hidden behind empty read-only tmpfs mounts (root/userns modes).
+_MASKED_DIRS = ("/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
 
 #: The init's exit status when the program left processes behind (they are killed regardless).
 LEFTOVER_STATUS = 125
@@ -142,6 +144,17 @@ def others_can_execute(path: str) -> bool:
     return False
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(mode: str) -> None:
+  if mode not in _WARNED:
+    _WARNED.add(mode)
+    logging.getLogger(__name__).warning(
+        "code sandbox runs in degraded mode %r (%s); see maxnorm_jax/rewards/SANDBOX.md", mode,
+        "no uid change" if mode == "userns" else "no namespaces: no network or process isolation")
+
+
 def _interpreter_candidates(unprivileged: bool = False) -> list[str]:
   """Interpreters to try, this process's own first; with `unprivileged`, only those that a uid
   without rights can execute (a venv whose python lives in root's home is skipped)."""
@@ -173,7 +186,7 @@ class Sandbox:
       pointing into /root/.pyenv is not; /usr/bin/python3 usually is).
   """
 
-  def __init__(self, timeout_s: float = 5.0, memory_mb: int = 512, max_processes: int = 32,
+  def __init__(self, timeout_s: float = 5.0, memory_mb: int = 512, max_processes: int = 16,
                max_file_mb: int = 16, max_open_files: int = 64, tmpfs_mb: int = 64,
                output_limit: int = 1 << 20, mode: str = "auto", python: str | None = None):
     self.timeout_s = float(timeout_s)
@@ -192,6 +205,8 @@ class Sandbox:
       raise RuntimeError(f"sandbox mode {mode!r} is not available here (best: {detected!r})")
     self.mode = mode
     self._python = python
+    if mode != "root":
+      _warn_once(mode)
 
   # --- interpreter -------------------------------------------------------------------------
 
@@ -252,6 +267,10 @@ class Sandbox:
           raise ValueError(f"sandbox file names must be plain names, got {name!r}")
         with open(os.path.join(prog_dir, name), "w") as f:
           f.write(text)
+      masks = [d for d in _MASKED_DIRS if os.path.isdir(d)]
+      with open(os.path.join(host, "masks.fstab"), "w") as f:
+        for d in masks:
+          f.write(f"empty {d} tmpfs size=1m,mode=0755,ro,nosuid,nodev,noexec 0 0\n")
       env = _base_env()
       r_fd = -1
       if pass_fd_data is not None:

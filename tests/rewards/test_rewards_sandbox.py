@@ -196,3 +196,30 @@ def test_userns_mode_isolates_network_and_folder():
   assert r.isolation == "userns" and r.returncode == 0, r.stderr
   ifaces, pid, files = r.stdout.decode().strip().split(" ", 2)
   assert ifaces == "['lo']" and int(pid) < 10 and files == "['main.py']"
+
+
+@needs_root
+def test_mode_probe_as_an_unprivileged_user():
+  """Not root, the sandbox picks a degraded mode by itself, says which, and still runs code."""
+  import subprocess
+  import maxnorm_jax.rewards.sandbox as sandbox_module
+  path = os.path.realpath(sandbox_module.__file__)
+  script = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('sb', {path!r})\n"
+            "sb = importlib.util.module_from_spec(spec); sys.modules['sb'] = sb\n"
+            "spec.loader.exec_module(sb)\n"
+            "box = sb.Sandbox(timeout_s=5)\n"
+            "r = box.run('print(6 * 7)')\n"
+            "print(sb.detect_mode(), box.mode, r.isolation, r.returncode, r.stdout.decode().strip())\n")
+  if not sandbox_module.others_can_execute("/usr/bin/python3") or not os.access(path, os.R_OK):
+    pytest.skip("no interpreter an unprivileged user can run")
+  uid = 1_950_000 + os.getpid() % 10_000
+  out = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                        "/usr/bin/python3", "-I", "-c", script], capture_output=True, text=True,
+                       timeout=60, cwd="/")
+  if "Permission denied" in out.stderr:
+    pytest.skip("the source tree is not readable by an unprivileged user here")
+  mode, mode2, isolation, rc, value = out.stdout.split()
+  assert mode in ("userns", "none") and mode == mode2 == isolation
+  assert (rc, value) == ("0", "42")
+  assert "degraded mode" in out.stderr
