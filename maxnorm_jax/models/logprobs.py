@@ -12,15 +12,18 @@ import jax
 import jax.numpy as jnp
 
 from maxnorm_jax.models.config import ModelConfig
-from maxnorm_jax.models.decoder import Decoder, DecoderWeights, head_matrix, hidden_states
+from maxnorm_jax.models.decoder import Decoder, DecoderWeights, head_matrix, hidden_states, load_balancing_loss
 
 
 class TokenLogProbs(NamedTuple):
     """logp [B, T]: log p(targets[t] | tokens <= t); entropy [B, T] of that distribution (nats).
-    Both are 0 where the mask is False."""
+    Both are 0 where the mask is False. load_balancing_loss: the MoE router's scalar
+    load-balancing loss over the real input tokens (0 for dense models and from
+    `logprobs_from_hidden`); scale it by `config.router_aux_loss_coef` to add it to a loss."""
 
     logp: jax.Array
     entropy: jax.Array
+    load_balancing_loss: jax.Array | float = 0.0
 
 
 def next_token_targets(input_ids: jax.Array, attention_mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
@@ -90,10 +93,11 @@ def token_logprobs(
 
     The logits at position t (which see input_ids[:, :t+1]) score targets[:, t]; use
     `next_token_targets` for the usual shift. mask [B, T] zeroes positions; attention_mask [B, T]
-    marks real input tokens (left or right padding). Returns TokenLogProbs (logp, entropy) [B, T],
-    float32. Differentiable with respect to the model's parameters.
+    marks real input tokens (left or right padding). Returns TokenLogProbs: logp, entropy [B, T]
+    (float32) and the MoE load-balancing loss. Differentiable with respect to the parameters.
     """
     cfg = model.config
     w = model.weights()
-    hidden, _ = hidden_states(cfg, w, input_ids, attention_mask, positions)
-    return logprobs_from_hidden(cfg, w, hidden, targets, mask, temperature=temperature, chunk_size=chunk_size)
+    hidden, router_logits = hidden_states(cfg, w, input_ids, attention_mask, positions)
+    out = logprobs_from_hidden(cfg, w, hidden, targets, mask, temperature=temperature, chunk_size=chunk_size)
+    return out._replace(load_balancing_loss=load_balancing_loss(cfg, router_logits, attention_mask))

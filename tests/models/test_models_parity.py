@@ -60,3 +60,28 @@ def test_greedy_decoding_equals_transformers_generate(name, hf_checkpoints, jax_
     np.testing.assert_array_equal(np.asarray(out.tokens), ref)
     assert np.asarray(out.mask).all() and np.asarray(out.truncated).all()
     np.testing.assert_array_equal(np.asarray(out.lengths), [8, 8, 8])
+
+
+def test_logprob_pass_reports_the_load_balancing_loss(jax_models, padded_batch):
+    from maxnorm_jax.models import next_token_targets, token_logprobs
+
+    ids, mask = (jnp.asarray(a) for a in padded_batch)
+    model = jax_models["qwen3_moe"]
+    targets, tmask = next_token_targets(ids, mask)
+    out = token_logprobs(model, ids, targets, tmask, attention_mask=mask, chunk_size=8)
+    _, aux = model.forward_with_aux(ids, mask)
+    assert abs(float(out.load_balancing_loss) - float(aux["load_balancing_loss"])) < 1e-6
+    assert float(out.load_balancing_loss) > 0
+
+
+def test_bfloat16_compute_keeps_float32_logits(hf_checkpoints, jax_models, padded_batch):
+    from maxnorm_jax.models import hf
+
+    ids, mask = (jnp.asarray(a) for a in padded_batch)
+    model = hf.load(hf_checkpoints["qwen3_moe"][0], dtype="bfloat16")
+    assert model.config.dtype == "bfloat16" and model.config.logits_fp32
+    logits = model(ids, mask)
+    assert logits.dtype == jnp.float32
+    ref = jax_models["qwen3_moe"](ids, mask)
+    err = float(jnp.max(jnp.abs(logits - ref) * mask[..., None]))
+    assert 0 < err < 0.25, err
