@@ -1,9 +1,11 @@
 """MathVerifier: math-verify equivalence of the last \\boxed{} answer, with a hard deadline.
 
 Equivalence is math-verify's (sympy-backed: fractions, radicals, sets, intervals, equations,
-LaTeX variants). One guard is ours: when both answers are exact rational numbers written without
-a decimal point or a percent sign (integers, fractions, powers such as 1/2^{99}), they are compared
-exactly, because math-verify's numeric comparison rounds (it calls 1/2^99 and 1/2^98 equal).
+LaTeX variants). One guard is ours: when both answers are exact rational numbers (integers, decimal
+literals, fractions, powers such as 1/2^{99}; no percent sign) they are compared exactly, because
+math-verify's numeric comparison rounds (it calls 1/2^99 and 1/2^98 equal, and 0.1 and
+0.10000001). A decimal against a fraction without a finite decimal expansion (0.333333 against
+1/3) is left to math-verify's rounding.
 
 Each item runs in a killable child process (`KillableWorker`) with math-verify's own SIGALRM
 timeouts disabled; at `timeout_s` the child is killed and the item scores 0 with
@@ -14,6 +16,7 @@ process killed at the deadline.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from maxnorm_jax.rewards import worker as worker_lib
@@ -30,15 +33,32 @@ def _strip_dollars(text: str) -> str:
   return text
 
 
+_DECIMAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)")
+
+
 def _exact_rational(expr: Any, text: str):
-  """`expr` as an exact sympy Rational if it is a plain exact number written without '.' or '%'."""
+  """(value, is_decimal): `expr` as an exact sympy Rational when it is a plain exact number: a
+  decimal literal (taken digit for digit, not as a float), or an expression without '.', '%',
+  symbols or floats that evaluates to a rational (1/2^{99}, \\frac{3}{4}, 2^{10}). Else None."""
   import sympy
-  if "." in text or "%" in text:
+  t = text.strip()
+  if _DECIMAL.fullmatch(t):
+    return sympy.Rational(t), "." in t
+  if "." in t or "%" in t:
     return None
   if not isinstance(expr, sympy.Expr) or expr.free_symbols or expr.atoms(sympy.Float):
     return None
   value = expr.doit()
-  return value if value.is_Rational else None
+  return (value, False) if value.is_Rational else None
+
+
+def _terminates(value) -> bool:
+  """True when a rational has a finite decimal expansion (denominator 2^a 5^b)."""
+  q = int(value.q)
+  for p in (2, 5):
+    while q % p == 0:
+      q //= p
+  return q == 1
 
 
 def check(completion: str, gold: str) -> dict[str, Any]:
@@ -67,9 +87,13 @@ def check(completion: str, gold: str) -> dict[str, Any]:
   g_exact = _exact_rational(gold_parsed[0], gold_text)
   p_exact = _exact_rational(pred_parsed[0], pred_text) if extraction == "boxed" else None
   if g_exact is not None and p_exact is not None:
-    info["exact"] = True
-    info["correct"] = bool(g_exact == p_exact)
-    return info
+    (g, g_dec), (p, p_dec) = g_exact, p_exact
+    # A decimal against a non-terminating fraction (0.333333 vs 1/3) is an approximation by
+    # nature: math-verify's rounding decides. Every other pair of exact numbers compares exactly.
+    if not ((g_dec and not p_dec and not _terminates(p)) or (p_dec and not g_dec and not _terminates(g))):
+      info["exact"] = True
+      info["correct"] = bool(g == p)
+      return info
   info["correct"] = bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
   return info
 

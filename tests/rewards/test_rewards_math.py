@@ -19,6 +19,9 @@ POSITIVE = [
     (r"Therefore $x = \boxed{5}$", r"$5$"),
     ("The final answer is 7", "7"),
     (r"\boxed{\frac{\pi}{2}}", r"\pi/2"),
+    (r"\boxed{0.333333}", r"\frac{1}{3}"),                   # a decimal for a repeating fraction
+    (r"\boxed{0.125}", r"\frac{1}{8}"),
+    (r"\boxed{007}", "7"),
 ]
 
 NEGATIVE = [
@@ -30,6 +33,9 @@ NEGATIVE = [
     (r"\boxed{x^2+1}", "(x+1)^2"),
     ("no answer here", "3"),
     (r"\boxed{\{1, 3\}}", r"\{1,2\}"),
+    (r"\boxed{0.10000001}", "0.1"),                          # rounding would call these equal
+    (r"\boxed{0.1250001}", r"\frac{1}{8}"),
+    (r"\boxed{0.0}", r"\frac{1}{2^{99}}"),
 ]
 
 
@@ -65,6 +71,10 @@ def test_exact_guard_info(inline):
   assert s.info["exact"] is True and s.info["pred"] == r"\frac{1}{2^{98}}"
   assert s.info["extraction"] == "boxed"
   assert inline.score(r"\boxed{\frac{1}{2^{99}}}", r"\frac{1}{2^{99}}").reward == 1.0
+  third = inline.score(r"\boxed{0.333333}", r"\frac{1}{3}")
+  assert third.info["exact"] is False and third.reward == 1.0
+  eighth = inline.score(r"\boxed{0.1250001}", r"\frac{1}{8}")
+  assert eighth.info["exact"] is True and eighth.reward == 0.0
 
 
 def test_deadline_kills_a_hanging_item_and_recovers(isolated):
