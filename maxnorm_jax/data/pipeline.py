@@ -88,7 +88,8 @@ class LoadReport:
         return out
 
 
-def load_records(sources: str | Sequence[str], tokenizer: Tokenizer, *, fields: FieldMap | None = None,
+def load_records(sources: str | Sequence[str], tokenizer: Tokenizer, *,
+                 fields: FieldMap | Mapping[str, Any] | str | None = None,
                  prompt_format: PlainFormat | ChatFormat | None = None, max_prompt_len: int = 512,
                  skip_bad_rows: bool = False, split: str = "train", seed: int = 0,
                  builtin_n: int | None = None) -> tuple[list[dict[str, Any]], LoadReport]:
@@ -97,7 +98,7 @@ def load_records(sources: str | Sequence[str], tokenizer: Tokenizer, *, fields: 
     Each record gains `location` ("file:line"), `prompt_text` (the formatted prompt) and
     `prompt_ids` (int32 array). A bad row raises `BadRowError` unless `skip_bad_rows`.
     """
-    fields = fields or FieldMap()
+    fields = field_map(fields)
     prompt_format = prompt_format or PlainFormat()
     report = LoadReport()
     records: list[dict[str, Any]] = []

@@ -36,7 +36,8 @@ class FieldMap:
 
     `task` may name a column or, with `task_value`, be fixed for the whole source. A field mapped
     to None is absent from the source: `answer` then defaults to "" and `tests` to None.
-    `required` lists the record fields that must be present and non-empty. `answer_after` keeps the
+    `required` lists the record fields that must be present and non-empty (a row with tests
+    needs no answer). `answer_after` keeps the
     part of the answer after the marker's last occurrence (a row without the marker is bad).
     """
 
@@ -110,11 +111,22 @@ def validate_row(row: Any, fields: FieldMap, location: str) -> dict[str, Any]:
     if not isinstance(row, Mapping):
         raise BadRowError(location, f"row must be an object, got {type(row).__name__}", "wrong_type")
     record: dict[str, Any] = {}
+    tests = _MISSING if fields.tests is None else _lookup(row, fields.tests)
+    if tests is _MISSING:
+        if "tests" in fields.required:
+            raise BadRowError(location, f"missing field 'tests' (column {fields.tests!r})", "missing_field")
+        record["tests"] = None
+    else:
+        record["tests"] = _as_tests(tests, fields.tests, location)
+        if "tests" in fields.required and not record["tests"]:
+            raise BadRowError(location, f"empty field 'tests' (column {fields.tests!r})", "empty_field")
     for field in ("prompt", "answer"):
+        # a row with tests (a code problem) needs no reference answer
+        required = field in fields.required and not (field == "answer" and record["tests"])
         column = getattr(fields, field)
         value = _MISSING if column is None else _lookup(row, column)
         if value is _MISSING or value is None:
-            if field in fields.required:
+            if required:
                 raise BadRowError(location, f"missing field {field!r} (column {column!r})", "missing_field")
             record[field] = ""
             continue
@@ -125,17 +137,8 @@ def validate_row(row: Any, fields: FieldMap, location: str) -> dict[str, Any]:
                 raise BadRowError(location, f"field 'answer' (column {column!r}) has no {fields.answer_after!r}",
                                   "missing_field")
             record[field] = tail.strip()
-        if field in fields.required and not record[field].strip():
+        if required and not record[field].strip():
             raise BadRowError(location, f"empty field {field!r} (column {column!r})", "empty_field")
-    tests = _MISSING if fields.tests is None else _lookup(row, fields.tests)
-    if tests is _MISSING:
-        if "tests" in fields.required:
-            raise BadRowError(location, f"missing field 'tests' (column {fields.tests!r})", "missing_field")
-        record["tests"] = None
-    else:
-        record["tests"] = _as_tests(tests, fields.tests, location)
-        if "tests" in fields.required and not record["tests"]:
-            raise BadRowError(location, f"empty field 'tests' (column {fields.tests!r})", "empty_field")
     if fields.task_value is not None:
         record["task"] = fields.task_value
     else:
