@@ -55,7 +55,7 @@ def test_hanging_math_item_costs_its_deadline_and_worker_is_replaced(builtin_poo
       (r"\boxed{3}", {"task": "math", "answer": "3"}),
   ])
   scores = handle.result(timeout=30)
-  assert time.monotonic() - t0 < 4.0
+  assert time.monotonic() - t0 < 6.0
   assert scores[0].reward == 0.0 and scores[0].info["timeout"] is True
   assert [s.reward for s in scores[1:]] == [1.0, 1.0]
   deadline = time.monotonic() + 5
@@ -68,7 +68,7 @@ def test_submit_returns_at_once_and_batches_overlap(helper_pool):
   t0 = time.monotonic()
   h1 = helper_pool.submit([("x", {"reward": 0.5})] * 4)
   h2 = helper_pool.submit([("y", {"reward": 0.25})] * 3)
-  assert time.monotonic() - t0 < 0.1
+  assert time.monotonic() - t0 < 0.5
   assert [s.reward for s in h2.result(30)] == [0.25] * 3
   assert [s.reward for s in h1.result(30)] == [0.5] * 4
   assert h1.done() and h2.done()
@@ -80,7 +80,7 @@ def test_hung_and_dead_workers_are_replaced(helper_pool):
            ("ok", {"reward": 1.0}), ("hang", {"reward": 1.0}), ("ok", {"reward": 0.0})]
   t0 = time.monotonic()
   scores = helper_pool.submit(items).result(timeout=60)
-  assert time.monotonic() - t0 < 10.0
+  assert time.monotonic() - t0 < 15.0
   assert scores[0].info["timeout"] is True and scores[4].info["timeout"] is True
   assert scores[1].info["crash"] == "worker died"
   assert [s.reward for s in scores] == [0.0, 0.0, 0.75, 1.0, 0.0, 0.0]

@@ -74,7 +74,7 @@ def test_infinite_loop_hits_the_deadline(verifier):
   t0 = time.monotonic()
   s = verifier.score(fenced("while True:\n    pass"), [{"input": "", "output": "1"}])
   assert s.reward == 0.0 and s.info["timed_out"] is True
-  assert 1.4 <= time.monotonic() - t0 < 4.0
+  assert 1.4 <= time.monotonic() - t0 < 6.0
 
 
 @needs_root
@@ -91,7 +91,7 @@ def test_fork_bomb_is_bounded_and_cleaned_up(verifier):
           "    except OSError:\n        time.sleep(0.01)\nprint('forked')")
   t0 = time.monotonic()
   s = verifier.score(fenced(bomb), [{"input": "", "output": "forked"}])
-  assert s.reward == 0.0 and time.monotonic() - t0 < 4.0
+  assert s.reward == 0.0 and time.monotonic() - t0 < 6.0
   uid = s.info["cases"][0]["uid"]
   time.sleep(0.2)
   assert processes_of(uid) == []
@@ -183,7 +183,7 @@ def test_degraded_mode_none_still_enforces_deadline_and_memory():
   assert r.isolation == "none" and r.returncode == 1 and b"MemoryError" in r.stderr
   t0 = time.monotonic()
   r = sb.run("while True:\n    pass")
-  assert r.timed_out and r.returncode is None and time.monotonic() - t0 < 3.0
+  assert r.timed_out and r.returncode is None and time.monotonic() - t0 < 5.0
   r = sb.run("print(input()[::-1])", stdin="abc")
   assert r.returncode == 0 and r.stdout == b"cba\n"
 
