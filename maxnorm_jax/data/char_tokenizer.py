@@ -2,14 +2,18 @@
 
 Ids: 0 pad, 1 bos, 2 eos, 3 unk, then one id per character of `CHARS` (digits, lowercase letters,
 space, newline and the punctuation the arithmetic and code tasks use). Uppercase letters are
-lowered; any other character encodes as unk.
+lowered; any other character encodes as unk. The spelled specials ("<bos>", "<eos>", "<pad>",
+"<unk>") encode as their ids, as a Hugging Face tokenizer treats its added tokens, so a chat
+template writing `{{ bos_token }}` gives the bos id.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+_SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS) + ")")
 CHARS = "0123456789abcdefghijklmnopqrstuvwxyz \n+-*/=()[]:.,_'\"<>%!?#"
 
 
@@ -58,9 +62,14 @@ class CharTokenizer:
                 "unk_token": SPECIALS[self.unk_id]}
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        """Ids of `text`, one per character (uppercase lowered, unknown characters -> unk);
-        `add_special_tokens` puts bos in front."""
-        ids = [self._to_id.get(c, self._to_id.get(c.lower(), self.unk_id)) for c in text]
+        """Ids of `text`, one per character (uppercase lowered, unknown characters -> unk, spelled
+        specials -> their ids); `add_special_tokens` puts bos in front."""
+        ids: list[int] = []
+        for i, part in enumerate(_SPECIAL_RE.split(text)):
+            if i % 2:  # a spelled special token
+                ids.append(SPECIALS.index(part))
+            else:
+                ids.extend(self._to_id.get(c, self._to_id.get(c.lower(), self.unk_id)) for c in part)
         return ([self.bos_id] if add_special_tokens else []) + ids
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:

@@ -93,6 +93,7 @@ def test_char_tokenizer_round_trip_and_ids():
     assert tok.decode(tok.encode(code)) == code
     assert tok.encode("7", add_special_tokens=True) == [1, tok.encode("7")[0]]
     assert tok.decode([1, 11, 2, 0], skip_special_tokens=False) == "<bos>7<eos><pad>"
+    assert tok.encode("<bos>7<eos><pad>") == [1, 11, 2, 0] and tok.encode("<b") == tok.encode("<") + tok.encode("b")
     assert tok.encode("A") == tok.encode("a") and tok.encode("\u00e9") == [tok.unk_id]
     with pytest.raises(ValueError, match="outside the vocabulary"):
         tok.decode([tok.vocab_size])
