@@ -223,3 +223,21 @@ def test_mode_probe_as_an_unprivileged_user():
   assert mode in ("userns", "none") and mode == mode2 == isolation
   assert (rc, value) == ("0", "42")
   assert "degraded mode" in out.stderr
+
+
+@needs_root
+def test_file_and_output_floods_are_capped():
+  sb = Sandbox(timeout_s=3, max_file_mb=4, output_limit=1 << 16)
+  r = sb.run("import sys\nwhile True:\n    sys.stdout.write('x' * 4096)")
+  # Python ignores SIGXFSZ, so the write past RLIMIT_FSIZE fails with EFBIG instead.
+  assert r.returncode == 1 and not r.timed_out and b"File too large" in r.stderr
+  assert len(r.stdout) == 1 << 16
+  r = sb.run("f = open('big', 'wb')\nfor _ in range(64):\n    f.write(b'0' * (1 << 20))\n    f.flush()\nprint('wrote')")
+  assert r.returncode == 1 and b"File too large" in r.stderr and b"wrote" not in r.stdout
+
+
+@needs_root
+def test_folder_size_is_capped_by_its_tmpfs():
+  sb = Sandbox(timeout_s=5, max_file_mb=4, tmpfs_mb=8)
+  r = sb.run("for i in range(8):\n    open(f'f{i}', 'wb').write(b'0' * (3 << 20))\nprint('wrote')")
+  assert r.returncode == 1 and b"No space left" in r.stderr and b"wrote" not in r.stdout
