@@ -224,3 +224,27 @@ def test_argument_errors(tmp_path):
     os.mkdir(tmp_path / "empty")
     with pytest.raises(ValueError, match="not a Hugging Face dataset"):
         load(str(tmp_path / "empty"))
+
+
+def test_several_sources_and_globs_in_order(tmp_path):
+    write_jsonl(tmp_path / "a-1.jsonl", GOOD[:2])
+    write_jsonl(tmp_path / "a-0.jsonl", GOOD[2:4])
+    pq = write_parquet(tmp_path / "b.parquet", GOOD[4:6])
+    records, report = load_records([str(tmp_path / "a-*.jsonl"), pq], TOK, max_prompt_len=8)
+    assert [r["prompt"] for r in records] == [g["prompt"] for g in GOOD[2:4] + GOOD[:2] + GOOD[4:6]]
+    assert records[0]["location"] == f"{tmp_path}/a-0.jsonl:1" and records[-1]["location"] == f"{pq}:row 2"
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        load_records(str(tmp_path / "z*.jsonl"), TOK)
+    with pytest.raises(ValueError, match="unknown data file format"):
+        load_records(write_jsonl(tmp_path / "c.txt", GOOD[:1]), TOK)
+
+
+def test_endless_epochs_and_noisy_task_seed():
+    it = build_pipeline("builtin:arith_noisy", tokenizer=TOK, batch_size=4, seed=7, shard_index=0, shard_count=1,
+                        builtin_n=10, max_prompt_len=8)
+    assert it.num_batches is None
+    batches = [next(it) for _ in range(8)]  # 32 prompts: epochs 0..3 of 10 prompts
+    assert [b["epoch"] for b in batches] == [0, 0, 0, 1, 1, 2, 2, 2]
+    prompts = [r["prompt"] for b in batches for r in b["records"]]
+    assert sorted(prompts[:10]) == sorted(prompts[10:20]) and prompts[:10] != prompts[10:20]
+    assert {r["seed"] for b in batches for r in b["records"]} == {7}
