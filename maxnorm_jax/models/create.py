@@ -10,6 +10,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.decoder import Decoder
+from maxnorm_jax.parallel.mesh import auto_axes
 from maxnorm_jax.parallel.rules import DEFAULT_RULES, Rules, logical_to_sharding
 
 
@@ -20,6 +21,7 @@ def abstract_model(cfg: ModelConfig) -> Decoder:
 
 def param_shardings(model: Decoder, mesh: Mesh, rules: Rules = DEFAULT_RULES) -> dict[str, Any]:
     """A pure dict (as `nnx.State.to_pure_dict`) of each parameter's NamedSharding on `mesh`."""
+    mesh = auto_axes(mesh)
     _, state = nnx.split(model)
 
     def sharding_of(var):
@@ -39,7 +41,8 @@ def create_model(
 
     With a mesh, the model is first traced abstractly and then initialised by one jitted function
     whose outputs carry each parameter's sharding (from its logical axes and `rules`), so no
-    parameter is ever whole on one device.
+    parameter is ever whole on one device. Parameters go on the Auto-axes view of the mesh
+    (`parallel.auto_axes`), also when `mesh` has Explicit axes.
     """
     if mesh is None:
         return Decoder(cfg, rngs=nnx.Rngs(seed))

@@ -55,3 +55,15 @@ def make_mesh(
             f"mesh {dict(zip(names, sizes))} needs {total} devices, {len(devices)} are available"
         )
     return jax.make_mesh(tuple(sizes), names, axis_types=(axis_type,) * len(names), devices=devices)
+
+
+def auto_axes(mesh: Mesh) -> Mesh:
+    """The same devices and axis names with every axis of type Auto.
+
+    The model code leaves the propagation of activation shardings to the compiler, so parameters
+    and caches are placed on this view of a mesh (an Explicit mesh from `jax.make_mesh`'s
+    default would need an `out_sharding` on every contraction over a sharded axis).
+    """
+    if all(t == AxisType.Auto for t in mesh.axis_types):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))

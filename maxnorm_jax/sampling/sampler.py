@@ -27,6 +27,7 @@ from maxnorm_jax.models.decoder import (
     hidden_states,
     causal_mask,
 )
+from maxnorm_jax.parallel.mesh import auto_axes
 from maxnorm_jax.parallel.rules import DEFAULT_RULES, Rules, logical_to_sharding
 from maxnorm_jax.sampling.methods import SamplingMethod, make_method
 
@@ -39,7 +40,8 @@ class SampleOutput:
 
     tokens [B, N] int32 (padding after the end), logprobs [B, N] float32 (0 where masked),
     mask [B, N] bool (the tokens up to and including eos), lengths [B] int32,
-    truncated [B] bool (True when max_new_tokens was reached without eos).
+    truncated [B] bool (True when max_new_tokens was reached without eos),
+    decode_steps [] int32: iterations the decode loop ran (it stops once every sequence ended).
     """
 
     tokens: jax.Array
@@ -47,6 +49,7 @@ class SampleOutput:
     mask: jax.Array
     lengths: jax.Array
     truncated: jax.Array
+    decode_steps: jax.Array
 
 
 @struct.dataclass
@@ -202,6 +205,7 @@ def generate(
     method = method if method is not None else make_method(temperature, top_p, top_k)
     pad_id = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
     mesh = mesh if mesh is not None else model_mesh(model)
+    mesh = auto_axes(mesh) if mesh is not None else None
     prompt_ids = jnp.asarray(prompt_ids, jnp.int32)
     prompt_mask = jnp.asarray(prompt_mask).astype(bool)
     if prompt_ids.ndim != 2 or prompt_ids.shape != prompt_mask.shape:
@@ -221,4 +225,5 @@ def generate(
         mask=state.valid,
         lengths=lengths,
         truncated=~state.done,
+        decode_steps=state.step - 1,
     )

@@ -64,3 +64,18 @@ def test_hf_load_onto_mesh(mesh, hf_checkpoints, jax_models, padded_batch):
     got = np.asarray(jax.jit(lambda m, x, a: m(x, a))(model, jnp.asarray(ids), jnp.asarray(mask)))
     ref = np.asarray(jax_models["qwen3_moe"](jnp.asarray(ids), jnp.asarray(mask)))
     assert np.max(np.abs(got - ref) * mask[..., None]) < 1e-5
+
+
+def test_explicit_mesh_is_used_through_its_auto_view(padded_batch):
+    from jax.sharding import AxisType
+
+    from maxnorm_jax.parallel import auto_axes
+
+    explicit = make_mesh({"data": 2, "fsdp": 2, "tensor": 2}, axis_type=AxisType.Explicit)
+    model = create_model(ModelConfig.tiny(vocab_size=128), explicit, seed=0)
+    assert model.embed[...].sharding.mesh.axis_types == (AxisType.Auto,) * 3
+    assert auto_axes(explicit).axis_names == explicit.axis_names
+    ids = jnp.asarray(padded_batch[0])
+    with jax.set_mesh(auto_axes(explicit)):
+        logits = jax.jit(lambda m, x: m(x))(model, ids)
+    assert logits.shape == (3, 10, 128) and bool(jnp.all(jnp.isfinite(logits)))

@@ -127,3 +127,17 @@ def test_bad_arguments(model, prompts):
         generate(model, *prompts, jax.random.key(0), 0)
     with pytest.raises(ValueError, match="prompt_mask"):
         generate(model, prompts[0], prompts[1][:, 1:], jax.random.key(0), 4)
+
+
+def test_decode_loop_stops_once_every_sequence_ended(model, prompts):
+    # With a zero final norm every logit is 0, so greedy picks token 0 at every step: eos_id=0
+    # ends all sequences with the prefill's token and the loop must not run at all.
+    silent = create_model(model.config, seed=7)
+    silent.final_norm[...] = jnp.zeros_like(silent.final_norm[...])
+    out = generate(silent, *prompts, jax.random.key(0), N, temperature=0.0, eos_id=0)
+    assert int(out.decode_steps) == 0
+    np.testing.assert_array_equal(out.lengths, [1] * B)
+    assert not bool(jnp.any(out.truncated))
+    np.testing.assert_allclose(out.logprobs[:, 0], -np.log(VOCAB), rtol=1e-5)
+    full = generate(silent, *prompts, jax.random.key(0), N, temperature=0.0)
+    assert int(full.decode_steps) == N - 1
