@@ -164,8 +164,7 @@ def deadline_for(record: dict[str, Any]) -> float:
   if task == "math":
     return MATH_TIMEOUT_S
   if task == "code":
-    runs = len(record["tests"]) if isinstance(record.get("tests"), list) else 1
-    return runs * (CODE_TIMEOUT_S + 2.0) + 5.0
+    return _cached("code").verifier.deadline_s(record.get("tests", ""))
   return SIMPLE_TIMEOUT_S
 
 

@@ -65,3 +65,11 @@ def test_score_record_dispatch_and_unknown_task():
   assert set(task_names()) == {"arith", "arith_digits", "arith_noisy", "code", "math"}
   with pytest.raises(KeyError, match="no verifier"):
     verifier_for("chess")
+
+
+def test_pool_deadlines_by_task():
+  from maxnorm_jax.rewards import deadline_for
+  assert deadline_for({"task": "math", "answer": "1"}) == 5.0
+  assert deadline_for({"task": "arith", "answer": "1"}) == 5.0
+  assert deadline_for({"task": "code", "tests": [{"input": "", "output": ""}] * 2}) == 2 * (5.0 + 2.0) + 5.0
+  assert deadline_for({"task": "code", "tests": "assert True"}) == 5.0 + 2.0 + 5.0
