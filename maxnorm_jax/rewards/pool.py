@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from maxnorm_jax.rewards import builtin
-from maxnorm_jax.rewards.score import RejectionCounter, Score, check_reward
+from maxnorm_jax.rewards.score import REJECTED, RejectionCounter, Score, check_reward
 from maxnorm_jax.rewards.worker import WorkerProcess
 
 
@@ -201,6 +201,7 @@ class VerifierPool:
               self._finish(slot, check_reward(value, self.rejected))
             else:
               self.rejected.add("error")
+              REJECTED.add("error")
               self._finish(slot, Score(0.0, 1.0, {"rejected": "error", "error": value}, valid=False))
       now = time.monotonic()
       for i, slot in enumerate(list(self._slots)):
