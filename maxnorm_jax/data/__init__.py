@@ -9,6 +9,7 @@
 from maxnorm_jax.data import tasks
 from maxnorm_jax.data.char_tokenizer import CharTokenizer
 from maxnorm_jax.data.chat_template import compile_chat_template, load_chat_template, render_chat
+from maxnorm_jax.data.from_config import pipeline_from_config, tokenizer_from_config
 from maxnorm_jax.data.formatting import ChatFormat, PlainFormat, make_format
 from maxnorm_jax.data.hf_tokenizer import HFTokenizer, load_tokenizer
 from maxnorm_jax.data.pipeline import PromptIterator, build_pipeline, collate, load_records
@@ -20,5 +21,5 @@ __all__ = [
     "BadRowError", "CharTokenizer", "ChatFormat", "FIELD_PRESETS", "FieldMap", "HFTokenizer", "PlainFormat",
     "PromptIterator", "SAMPLE_FILES", "SpecialTokens", "build_pipeline", "collate", "compile_chat_template",
     "field_map", "load_chat_template", "load_records", "load_special_tokens", "load_tokenizer", "make_format",
-    "render_chat", "tasks", "validate_row",
+    "pipeline_from_config", "render_chat", "tasks", "tokenizer_from_config", "validate_row",
 ]

@@ -24,19 +24,22 @@ ARRAY_RECORD_SUFFIXES = (".array_record", ".arrayrecord")
 
 
 def detect_format(path: str) -> str:
-    """"jsonl", "parquet", "array_record" or "hf_disk" (a directory from `Dataset.save_to_disk`)."""
+    """"jsonl", "parquet", "array_record" or "hf_disk" (a directory from `Dataset.save_to_disk`).
+
+    A ".json" file is read as JSON lines (one object per line), as Hugging Face dataset repos use it;
+    sharded ArrayRecord names such as "x.array_record-00000-of-00004" are ArrayRecord.
+    """
     if os.path.isdir(path):
         if any(os.path.exists(os.path.join(path, f)) for f in ("dataset_info.json", "dataset_dict.json",
                                                              "state.json")):
             return "hf_disk"
         raise ValueError(f"{path}: a directory that is not a Hugging Face dataset saved to disk")
-    lower = path.lower()
-    base = lower.split("@")[0]
+    base = path.lower()
     if base.endswith(JSONL_SUFFIXES):
         return "jsonl"
     if base.endswith(PARQUET_SUFFIXES):
         return "parquet"
-    if any(s in base for s in ARRAY_RECORD_SUFFIXES):
+    if base.endswith(ARRAY_RECORD_SUFFIXES) or any(s + "-" in base for s in ARRAY_RECORD_SUFFIXES):
         return "array_record"
     raise ValueError(f"{path}: unknown data file format; expected one of "
                      f"{JSONL_SUFFIXES + PARQUET_SUFFIXES + ARRAY_RECORD_SUFFIXES} or a saved HF dataset")

@@ -248,3 +248,25 @@ def test_endless_epochs_and_noisy_task_seed():
     prompts = [r["prompt"] for b in batches for r in b["records"]]
     assert sorted(prompts[:10]) == sorted(prompts[10:20]) and prompts[:10] != prompts[10:20]
     assert {r["seed"] for b in batches for r in b["records"]} == {7}
+
+
+def test_pipeline_from_config_dict_and_configdict():
+    import ml_collections
+
+    from maxnorm_jax.data import pipeline_from_config, tokenizer_from_config
+
+    cfg = ml_collections.ConfigDict(dict(source="builtin:arith", tokenizer="char", fields=None,
+                                         format={"kind": "plain", "template": "{prompt}"}, batch_size=3, seed=2,
+                                         num_epochs=1, max_prompt_len=8, builtin_n=9, shard_index=0,
+                                         shard_count=1))
+    tok = tokenizer_from_config(cfg)
+    assert isinstance(tok, type(TOK))
+    it = pipeline_from_config(cfg, tok)
+    direct = build_pipeline("builtin:arith", tokenizer=TOK, batch_size=3, seed=2, num_epochs=1, max_prompt_len=8,
+                            builtin_n=9, shard_index=0, shard_count=1)
+    assert [_key(b) for b in it] == [_key(b) for b in direct] and it.num_batches == 3
+    assert pipeline_from_config(cfg, tok, split="test").report.rows_kept == 9
+    with pytest.raises(KeyError, match="data: unknown keys \\['batchsize'\\]"):
+        pipeline_from_config({"source": "builtin:arith", "batchsize": 3}, tok)
+    with pytest.raises(KeyError, match="data.batch_size must be set"):
+        pipeline_from_config({"source": "builtin:arith"}, tok)
