@@ -15,11 +15,13 @@ is dropped and counted in `metrics()` ("data/rows_skipped", "data/skipped/<reaso
 records stay in host memory (the prompt sets of RLVR runs are 1e3-1e6 rows).
 
 Order: grain's `MapDataset.shuffle(seed)` (reseeded every epoch by `repeat`), truncation to a
-multiple of the shard count (so every process gets the same number of prompts per epoch, and all
-processes together see each kept row exactly once per epoch), the slice `[shard_index::shard_count]`,
+multiple of the shard count (so every process gets the same number of prompts per epoch, and the
+processes together see each kept row at most once per epoch; the fewer than shard_count rows cut
+change from epoch to epoch), the slice `[shard_index::shard_count]`,
 `repeat(num_epochs)`, `batch(P)`. Batches may span an epoch boundary; `epoch` is the epoch of a
 batch's first prompt. The iterator's state is grain's own (`next_index`) plus a fingerprint of the
-pipeline's arguments and data, so a state cannot be restored into a different pipeline.
+pipeline's arguments and data, so a state cannot be restored into a different pipeline. Every
+process reads and validates all rows, so all agree on the kept rows and their shards.
 """
 
 from __future__ import annotations
