@@ -79,6 +79,17 @@ def bench_math_pool(items, workers):
   return rate, sum(s.reward for s in scores)
 
 
+def bench_dispatch(n=2000):
+  """Items/s of trivial "arith" records through a 1-worker pool: the pool's own per-item cost."""
+  records = [(str(i), {"task": "arith", "answer": str(i)}) for i in range(n)]
+  with VerifierPool(num_workers=1) as pool:
+    assert pool.wait_ready(300)
+    pool.score(records[:100], timeout=300)
+    t0 = time.perf_counter()
+    pool.score(records, timeout=300)
+    return n / (time.perf_counter() - t0)
+
+
 CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 
 
@@ -118,6 +129,7 @@ def main():
   pool1, correct1 = bench_math_pool(items, 1)
   pool2, correct2 = bench_math_pool(items, 2)
   assert correct1 == correct2, (correct1, correct2)
+  dispatch = bench_dispatch()
   sandbox_s, bare_s, mode, python = bench_code(args.code_runs)
   load1 = os.getloadavg()[0]
 
@@ -127,6 +139,7 @@ def main():
       f"| math-verify parse+verify in one process | {inline:.0f} items/s |",
       f"| VerifierPool, 1 worker (hard deadline per item) | {pool1:.0f} items/s |",
       f"| VerifierPool, 2 workers | {pool2:.0f} items/s |",
+      f"| VerifierPool dispatch, trivial arith items, 1 worker | {dispatch:.0f} items/s |",
       f"| code runs through the sandbox (mode {mode}) | {1 / sandbox_s:.1f} runs/s ({sandbox_s * 1e3:.1f} ms/run) |",
       f"| same program, bare subprocess | {1 / bare_s:.1f} runs/s ({bare_s * 1e3:.1f} ms/run) |",
       f"| sandbox cost over a bare subprocess | {(sandbox_s - bare_s) * 1e3:.1f} ms/run |",
