@@ -1,12 +1,13 @@
 """VerifierPool: ordered results, concurrency, hung and dead workers replaced, bad rewards rejected."""
 
 import math
+import os
 import time
 
 import numpy as np
 import pytest
 
-from maxnorm_jax.rewards import VerifierPool
+from maxnorm_jax.rewards import VerifierPool, detect_mode
 
 from rewards_pool_helpers import nan_reward, slow_or_dead
 
@@ -108,3 +109,38 @@ def test_empty_batch_and_closed_pool():
   pool.close()
   with pytest.raises(RuntimeError, match="closed"):
     pool.submit([("ok", {"reward": 1.0})])
+
+
+def _processes_with_cmdline(cmdline: bytes):
+  """Host pids whose command line is exactly `cmdline` (NUL-separated arguments)."""
+  pids = []
+  for name in os.listdir("/proc"):
+    if name.isdigit():
+      try:
+        with open(f"/proc/{name}/cmdline", "rb") as f:
+          if f.read().rstrip(b"\0") == cmdline:
+            pids.append(int(name))
+      except OSError:
+        continue
+  return pids
+
+
+@pytest.mark.skipif(detect_mode() != "root", reason="needs the root-mode sandbox")
+def test_killing_a_worker_mid_sandbox_takes_the_sandbox_with_it():
+  record = {"task": "code", "answer": "", "tests": [{"input": "", "output": "x"}]}
+  seconds = f"30.{os.getpid()}{int(time.time() * 1000) % 100000}"
+  program = f"import os\nos.execv('/bin/sleep', ['sleep', '{seconds}'])"
+  marker = b"sleep\0" + seconds.encode()
+  with VerifierPool(num_workers=1, timeout_s=4.0) as pool:
+    assert pool.wait_ready(120)
+    handle = pool.submit([(f"```python\n{program}\n```", record)])
+    deadline = time.monotonic() + 3.8
+    while not _processes_with_cmdline(marker) and time.monotonic() < deadline:
+      time.sleep(0.02)
+    assert _processes_with_cmdline(marker)  # the sandboxed program is running
+    score = handle.result(timeout=30)[0]
+    assert score.info["timeout"] is True
+    deadline = time.monotonic() + 5
+    while _processes_with_cmdline(marker) and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert _processes_with_cmdline(marker) == []
