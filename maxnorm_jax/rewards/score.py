@@ -77,9 +77,9 @@ def check_reward(value: Any, counter: RejectionCounter | None = None) -> Score:
   """Validates what a reward function returned and wraps it into a `Score`.
 
   Accepts a `Score`, a plain number, or a dict with a "reward" key (and optional "resolution",
-  "info"). Rejects (valid=False, counted in `counter` and the global `REJECTED`): non-numbers,
-  booleans' neighbours that are not real numbers, NaN, +-inf, values outside [0, 1], and a
-  resolution that is not a finite number in (0, 1].
+  "info"). Rejects (valid=False, counted in `counter` and the global `REJECTED`): values that are
+  not real numbers (strings, None, complex), NaN, +-inf, values outside [0, 1], and a resolution
+  that is not a finite number in (0, 1]. An already invalid Score passes through unchanged.
   """
   if isinstance(value, Score):
     if not value.valid:
