@@ -28,6 +28,10 @@ from maxnorm_jax.rewards.score import REJECTED, RejectionCounter, Score, check_r
 from maxnorm_jax.rewards.worker import WorkerProcess
 
 
+#: Consecutive worker deaths before "ready" after which the pool gives up (no respawn loop).
+MAX_START_FAILURES = 3
+
+
 class PoolHandle:
   """The pending result of one `submit`: `result()` blocks until every item is scored."""
 
@@ -103,6 +107,8 @@ class VerifierPool:
     self._timeout = builtin.deadline_for if timeout_s is None else timeout_s
     self.rejected = RejectionCounter()
     self.replaced = 0
+    self.broken: str | None = None
+    self._start_failures = 0
     self._pending: collections.deque = collections.deque()
     self._lock = threading.Lock()
     self._wake_r, self._wake_w = mpc.Pipe(duplex=False)
@@ -122,6 +128,8 @@ class VerifierPool:
     """Queues (completion, record) items; returns a handle at once."""
     if self._closed:
       raise RuntimeError("verifier pool is closed")
+    if self.broken:
+      raise RuntimeError(f"verifier pool is broken: {self.broken}")
     handle = PoolHandle(len(items))
     with self._lock:
       for i, (completion, record) in enumerate(items):
@@ -136,7 +144,7 @@ class VerifierPool:
   def wait_ready(self, timeout: float = 120.0) -> bool:
     """Blocks until every worker has started and warmed up (optional; for benchmarks)."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    while time.monotonic() < end and not self.broken:
       if all(s.ready for s in self._slots):
         return True
       time.sleep(0.01)
@@ -192,10 +200,17 @@ class VerifierPool:
           except (EOFError, OSError):
             if slot.job is not None:
               self._finish(slot, Score(0.0, 1.0, {"crash": "worker died", "worker_replaced": True}))
+            if not slot.ready:
+              self._start_failures += 1
+              if self._start_failures >= MAX_START_FAILURES:
+                self._break(f"{self._start_failures} worker processes died before they were ready "
+                            "(is score_fn importable, does warmup work?)")
+                return
             self._replace(i)
             continue
           if status == "ready":
             slot.ready = True
+            self._start_failures = 0
           elif slot.job is not None:
             if status == "ok":
               self._finish(slot, check_reward(value, self.rejected))
@@ -209,6 +224,19 @@ class VerifierPool:
           self._finish(slot, Score(0.0, 1.0, {"timeout": True, "timeout_s": slot.timeout_s,
                                               "worker_replaced": True}))
           self._replace(i)
+
+  def _break(self, why: str) -> None:
+    """Gives up: every queued item gets an invalid score saying why; submit() raises from now on."""
+    self.broken = why
+    with self._lock:
+      pending, self._pending = list(self._pending), collections.deque()
+    for handle, index, _ in pending:
+      self.rejected.add("error")
+      handle._set(index, Score(0.0, 1.0, {"rejected": "error", "error": why}, valid=False))
+    for slot in self._slots:
+      if slot.job is not None:
+        self.rejected.add("error")
+        self._finish(slot, Score(0.0, 1.0, {"rejected": "error", "error": why}, valid=False))
 
   def close(self) -> None:
     """Stops the dispatcher and the workers; unfinished items score 0 with info["closed"]."""

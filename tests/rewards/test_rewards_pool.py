@@ -144,3 +144,18 @@ def test_killing_a_worker_mid_sandbox_takes_the_sandbox_with_it():
     while _processes_with_cmdline(marker) and time.monotonic() < deadline:
       time.sleep(0.05)
     assert _processes_with_cmdline(marker) == []
+
+
+def test_workers_that_cannot_start_break_the_pool_loudly():
+  import sys
+  pool = VerifierPool(num_workers=1, score_fn=slow_or_dead, timeout_s=1.0, warmup=sys.exit)
+  try:
+    handle = pool.submit([("ok", {"reward": 1.0})] * 2)
+    scores = handle.result(timeout=60)
+    assert [s.valid for s in scores] == [False, False]
+    assert "died before they were ready" in scores[0].info["error"]
+    assert pool.broken and not pool.wait_ready(1)
+    with pytest.raises(RuntimeError, match="broken"):
+      pool.submit([("ok", {"reward": 1.0})])
+  finally:
+    pool.close()
