@@ -108,8 +108,9 @@ class Decoder(nnx.Module):
 
     def __call__(self, input_ids, attention_mask=None, positions=None) -> jax.Array:
         """Logits [B, T, V] of input_ids [B, T]; attention_mask [B, T] marks real tokens."""
-        h, _ = hidden_states(self.config, self.weights(), input_ids, attention_mask, positions)
-        return logits_from_hidden(self.config, self.weights(), h)
+        w = self.weights()
+        h, _ = hidden_states(self.config, w, input_ids, attention_mask, positions)
+        return logits_from_hidden(self.config, w, h)
 
     def forward_with_aux(self, input_ids, attention_mask=None, positions=None):
         """(logits [B, T, V], aux) with aux["load_balancing_loss"] (0 for dense models), a scalar
