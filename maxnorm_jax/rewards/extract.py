@@ -33,15 +33,13 @@ def last_integer(text: str) -> str | None:
 def integer_answer(text: str) -> tuple[str | None, str]:
   """The answer of a built-in arithmetic completion and where it came from.
 
-  The content of the last `\\boxed{}` if there is one (stripped, and reduced to its last integer
-  when it holds more than an integer), else the last integer of the whole text. Returns
-  (answer or None, source) with source in {"boxed", "last_integer", "none"}.
+  The content of the last `\\boxed{}` if there is one (spaces and thousands commas removed; it
+  counts only if it is an integer literal, so "\\boxed{3.5}" never matches 5), else the last
+  integer of the whole text. Returns (answer or None, source), source in {"boxed",
+  "last_integer", "none"}.
   """
   boxed = last_boxed(text)
   if boxed is not None:
-    stripped = boxed.strip().replace(",", "").replace(" ", "")
-    if re.fullmatch(r"-?\d+", stripped):
-      return stripped, "boxed"
-    return last_integer(boxed), "boxed"
+    return boxed.strip().replace(",", "").replace(" ", ""), "boxed"
   value = last_integer(text)
   return value, ("last_integer" if value is not None else "none")

@@ -7,8 +7,9 @@ import time
 
 def nan_reward(completion, record):
   """Returns NaN for "nan", inf for "inf", 1.5 for "big", raises for "raise", else 0.25."""
-  return {"nan": math.nan, "inf": math.inf, "big": 1.5}.get(completion, 0.25) if completion != "raise" \
-      else (_ for _ in ()).throw(ValueError("user function failed"))
+  if completion == "raise":
+    raise ValueError("user function failed")
+  return {"nan": math.nan, "inf": math.inf, "big": 1.5}.get(completion, 0.25)
 
 
 def slow_or_dead(completion, record):

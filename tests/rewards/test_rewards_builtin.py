@@ -16,7 +16,8 @@ def test_last_boxed_nested_and_last():
 @pytest.mark.parametrize("text,answer,source", [
     ("19", "19", "last_integer"), ("x 3 then 19<eos>", "19", "last_integer"),
     (r"\boxed{-7} and later 3", "-7", "boxed"), (r"\boxed{1,024}", "1024", "boxed"),
-    (r"\boxed{x = 12}", "12", "boxed"), ("no digits", None, "none"), ("-5", "-5", "last_integer"),
+    (r"\boxed{x = 12}", "x=12", "boxed"), (r"\boxed{3.5}", "3.5", "boxed"),
+    ("no digits", None, "none"), ("-5", "-5", "last_integer"),
 ])
 def test_integer_answer(text, answer, source):
   assert integer_answer(text) == (answer, source)
@@ -24,7 +25,8 @@ def test_integer_answer(text, answer, source):
 
 @pytest.mark.parametrize("completion,reward", [
     ("19", 1.0), ("the sum is 19", 1.0), (r"\boxed{19} maybe 20", 1.0), ("18", 0.0),
-    ("", 0.0), ("190", 0.0), ("-19", 0.0),
+    ("", 0.0), ("190", 0.0), ("-19", 0.0), (r"\boxed{x = 19}", 0.0), (r"\boxed{19.0}", 0.0),
+    ("019", 1.0),
 ])
 def test_arith_binary(completion, reward):
   s = verifier_for("arith").score(completion, {"task": "arith", "answer": "19"})
