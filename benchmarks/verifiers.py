@@ -56,27 +56,38 @@ def math_items(n, offset=0):
   return out
 
 
-def bench_math_inline(items):
+def bench_math_inline(items, repeats):
+  """Best items/s of math-verify's parse + verify over `items`, called in this process."""
   from math_verify import parse, verify
   for completion, gold in math_items(len(MATH_TEMPLATES) * 2, len(items)):  # first-call costs
     verify(parse(f"$\\boxed{{{gold}}}$"), parse(completion))
-  t0 = time.perf_counter()
-  for completion, gold in items:
-    verify(parse(f"$\\boxed{{{gold}}}$"), parse(completion))
-  return len(items) / (time.perf_counter() - t0)
+  best = 0.0
+  for r in range(repeats):
+    batch = math_items(len(items), (r + 2) * len(items))  # fresh items: no parse-cache hits
+    t0 = time.perf_counter()
+    for completion, gold in batch:
+      verify(parse(f"$\\boxed{{{gold}}}$"), parse(completion))
+    best = max(best, len(batch) / (time.perf_counter() - t0))
+  return best
 
 
-def bench_math_pool(items, workers):
-  records = [(c, {"task": "math", "answer": g}) for c, g in items]
+def bench_math_pool(items, workers, repeats):
+  """Best items/s of `VerifierPool(workers)` on built-in "math" records (fresh items per repeat)."""
   with VerifierPool(num_workers=workers) as pool:
     assert pool.wait_ready(300)
     warm = [(c, {"task": "math", "answer": g})
             for c, g in math_items(len(MATH_TEMPLATES) * 2 * workers, len(items))]
     pool.score(warm, timeout=300)  # first-call costs of every worker
-    t0 = time.perf_counter()
-    scores = pool.score(records, timeout=600)
-    rate = len(items) / (time.perf_counter() - t0)
-  return rate, sum(s.reward for s in scores)
+    best, correct = 0.0, None
+    for r in range(repeats):
+      batch = items if r == 0 else math_items(len(items), (r + 2) * len(items))
+      records = [(c, {"task": "math", "answer": g}) for c, g in batch]
+      t0 = time.perf_counter()
+      scores = pool.score(records, timeout=600)
+      best = max(best, len(items) / (time.perf_counter() - t0))
+      if r == 0:
+        correct = sum(s.reward for s in scores)
+  return best, correct
 
 
 def bench_dispatch(n=2000):
@@ -119,15 +130,16 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--items", type=int, default=240)
   parser.add_argument("--code-runs", type=int, default=40)
+  parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--write", action="store_true")
   args = parser.parse_args()
   logging.getLogger("math_verify").setLevel(logging.ERROR)
 
   items = math_items(args.items)
   load0 = os.getloadavg()[0]
-  inline = bench_math_inline(items)
-  pool1, correct1 = bench_math_pool(items, 1)
-  pool2, correct2 = bench_math_pool(items, 2)
+  inline = bench_math_inline(items, args.repeats)
+  pool1, correct1 = bench_math_pool(items, 1, args.repeats)
+  pool2, correct2 = bench_math_pool(items, 2, args.repeats)
   assert correct1 == correct2, (correct1, correct2)
   dispatch = bench_dispatch()
   sandbox_s, bare_s, mode, python = bench_code(args.code_runs)
@@ -144,10 +156,10 @@ def main():
       f"| same program, bare subprocess | {1 / bare_s:.1f} runs/s ({bare_s * 1e3:.1f} ms/run) |",
       f"| sandbox cost over a bare subprocess | {(sandbox_s - bare_s) * 1e3:.1f} ms/run |",
   ]
-  notes = (f"{args.items} math items ({len(MATH_TEMPLATES)} formats, all distinct, {int(correct1)} correct), "
+  notes = (f"Best of {args.repeats} passes over {args.items} fresh math items ({len(MATH_TEMPLATES)} formats, all distinct, {int(correct1)} correct), "
            f"{args.code_runs} code runs of a one-case stdin/stdout program; interpreter {python}. "
            f"1-minute load average {load0:.1f} -> {load1:.1f} on a machine shared with other jobs, so "
-           "treat the figures as lower bounds. The pool's cost over one process is one pipe round "
+           "treat the figures as lower bounds (the 1- vs 2-worker ratio in particular). The pool's cost over one process is one pipe round "
            "trip per item plus result validation; its gain is concurrency with the device and "
            "deadlines that hold.")
   body = report.header("python benchmarks/verifiers.py --write") + "\n" + "\n".join(rows) + "\n\n" + notes + "\n"
