@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import multiprocessing.connection as mpc
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from typing import Any, Callable
@@ -79,6 +81,10 @@ class WorkerProcess:
     # The child imports `fn` by name: give it this package and every folder this process imports from.
     paths = [_PACKAGE_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    # The child's temporary files (sandbox folders included) live in a folder of its own, which
+    # kill() removes: a child killed mid-run cannot clean up after itself.
+    self.tmpdir = tempfile.mkdtemp(prefix="maxnorm_worker_")
+    env["TMPDIR"] = self.tmpdir
     fd = child_sock.fileno()
     self.process = subprocess.Popen(
         [sys.executable, "-c", f"from maxnorm_jax.rewards.worker import _entry; _entry({fd})"],
@@ -110,11 +116,12 @@ class WorkerProcess:
     return self.process.poll() is None
 
   def kill(self) -> None:
-    """SIGKILLs the child and reaps it."""
+    """SIGKILLs the child, reaps it and removes its temporary folder."""
     if self.process.poll() is None:
       self.process.kill()
     self.process.wait()
     self._conn.close()
+    shutil.rmtree(self.tmpdir, ignore_errors=True)
 
   def close(self) -> None:
     """Asks the child to exit; kills it if it does not within a second."""

@@ -133,17 +133,24 @@ def test_killing_a_worker_mid_sandbox_takes_the_sandbox_with_it():
   marker = b"sleep\0" + seconds.encode()
   with VerifierPool(num_workers=1, timeout_s=4.0) as pool:
     assert pool.wait_ready(120)
+    worker_tmp = pool._slots[0].worker.tmpdir
     handle = pool.submit([(f"```python\n{program}\n```", record)])
     deadline = time.monotonic() + 3.8
     while not _processes_with_cmdline(marker) and time.monotonic() < deadline:
       time.sleep(0.02)
     assert _processes_with_cmdline(marker)  # the sandboxed program is running
+    assert any(n.startswith("maxnorm_sandbox_") for n in os.listdir(worker_tmp))
     score = handle.result(timeout=30)[0]
     assert score.info["timeout"] is True
     deadline = time.monotonic() + 5
     while _processes_with_cmdline(marker) and time.monotonic() < deadline:
       time.sleep(0.05)
     assert _processes_with_cmdline(marker) == []
+    # The killed worker's temporary folder, its sandbox folder inside, went with it.
+    deadline = time.monotonic() + 5
+    while os.path.exists(worker_tmp) and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert not os.path.exists(worker_tmp)
 
 
 def test_workers_that_cannot_start_break_the_pool_loudly():
