@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from jax.sharding import Mesh, NamedSharding
 
@@ -206,6 +207,9 @@ def generate(
     pad_id = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
     mesh = mesh if mesh is not None else model_mesh(model)
     mesh = auto_axes(mesh) if mesh is not None else None
+    if isinstance(prompt_mask, np.ndarray) and prompt_mask.ndim == 2 and not prompt_mask[:, -1].all():
+        rows = np.flatnonzero(~prompt_mask[:, -1].astype(bool)).tolist()
+        raise ValueError(f"prompts must be left-padded: prompt_mask[:, -1] is False in rows {rows}")
     prompt_ids = jnp.asarray(prompt_ids, jnp.int32)
     prompt_mask = jnp.asarray(prompt_mask).astype(bool)
     if prompt_ids.ndim != 2 or prompt_ids.shape != prompt_mask.shape:

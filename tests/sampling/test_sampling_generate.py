@@ -127,6 +127,10 @@ def test_bad_arguments(model, prompts):
         generate(model, *prompts, jax.random.key(0), 0)
     with pytest.raises(ValueError, match="prompt_mask"):
         generate(model, prompts[0], prompts[1][:, 1:], jax.random.key(0), 4)
+    right_padded = np.ones((B, PROMPT), bool)
+    right_padded[2, -1] = False
+    with pytest.raises(ValueError, match=r"left-padded.*rows \[2\]"):
+        generate(model, prompts[0], right_padded, jax.random.key(0), 4)
 
 
 def test_decode_loop_stops_once_every_sequence_ended(model, prompts):
