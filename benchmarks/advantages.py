@@ -56,15 +56,16 @@ def main():
     rj, mj = jax.device_put(r), jax.device_put(m)
     for name in advantages.names():
       fn = jax.jit(lambda a, b, name=name: advantages.compute(name, a, b).advantages)
-      t_jax = best_time(lambda: fn(rj, mj).block_until_ready(), 20)
+      reps = max(10, 400_000 // p)  # small inputs: many repeats, so the best time is not noise
+      t_jax = best_time(lambda: fn(rj, mj).block_until_ready(), reps)
       t_np = None
       if name in ref.VECTORISED_NAMES:
-        t_np = best_time(lambda: ref.vectorised_advantages(name, r, m), 5)
+        t_np = best_time(lambda: ref.vectorised_advantages(name, r, m), max(5, reps // 4))
         np.testing.assert_allclose(fn(rj, mj), ref.vectorised_advantages(name, r, m), rtol=1e-4, atol=1e-5)
       t_loop = None
       if name in ref.LOOP_NAMES:
         n = min(p, LOOP_GROUPS)
-        t_loop = best_time(lambda: ref.loop_advantages(name, r[:n], m[:n]), 1) * p / n
+        t_loop = best_time(lambda: ref.loop_advantages(name, r[:n], m[:n]), 3) * p / n
       rows.append((p, name, t_jax, t_np, t_loop))
       print(f"P={p:6d} {name:22s} jax {t_jax*1e3:8.3f} ms"
             + (f"  numpy {t_np*1e3:8.3f} ms ({t_np/t_jax:5.1f}x)" if t_np else "")

@@ -117,15 +117,19 @@ def _centered(r, mask):
   return jnp.where(mask, r - groups.mean(r, mask)[:, None], 0.0)
 
 
-def _leave_one_out(r, mask):
+def _loo_factor(r, mask):
+  """[P] n/(n-1): RLOO's numerator is this times r - mean_q."""
   n = groups.count(mask).astype(r.dtype)
-  factor = jnp.where(n > 1, n / jnp.maximum(n - 1, 1.0), 0.0)
-  return _centered(r, mask) * factor[:, None]
+  return jnp.where(n > 1, n / jnp.maximum(n - 1, 1.0), 0.0)
+
+
+def _leave_one_out(r, mask):
+  return _centered(r, mask) * _loo_factor(r, mask)[:, None]
 
 
 def _grpo_parts(r, mask, std_ddof, eps):
   u = _centered(r, mask)
-  s = groups.centered_std(u, mask, std_ddof) + eps
+  s = groups.centered_std(u, mask, std_ddof, bound=groups.span(r, mask)) + eps
   return u, s, u / s[:, None]
 
 
@@ -190,21 +194,24 @@ def reinforce_pp_baseline(r, mask, state, *, eps: float = 1e-6, lengths=None) ->
   return _card(u, jnp.full(r.shape[:1], std_b, r.dtype), c, mask, valid)
 
 
-def _maxnorm(u, r, mask, tau_res):
-  s = jnp.maximum(jnp.asarray(tau_res, r.dtype), groups.max_abs(u, mask))
+def _maxnorm(u, max_abs_u, r, mask, tau_res):
+  s = jnp.maximum(jnp.asarray(tau_res, r.dtype), max_abs_u)
   return _card(u, s, _safe_div(u, s[:, None]), mask, groups.has_contrast(r, mask))
 
 
 @register("maxnorm_rloo")
 def maxnorm_rloo(r, mask, state, *, tau_res: float = 1e-2) -> AdvantageCard:
   """MaxNorm-AC on the RLOO numerator: s_q = max(tau_res, max_j |u_qj|), c = u / s_q."""
-  return _maxnorm(_leave_one_out(r, mask), r, mask, tau_res)
+  factor = _loo_factor(r, mask)
+  u = _centered(r, mask) * factor[:, None]
+  # max_j |u_qj| = factor * max_j |r_qj - mean_q|, exactly (rounding is monotone).
+  return _maxnorm(u, groups.max_abs_deviation(r, mask) * factor, r, mask, tau_res)
 
 
 @register("maxnorm_dr_grpo")
 def maxnorm_dr_grpo(r, mask, state, *, tau_res: float = 1e-2) -> AdvantageCard:
   """MaxNorm-AC on the Dr.GRPO numerator u = r - mean_q."""
-  return _maxnorm(_centered(r, mask), r, mask, tau_res)
+  return _maxnorm(_centered(r, mask), groups.max_abs_deviation(r, mask), r, mask, tau_res)
 
 
 @register("p90")

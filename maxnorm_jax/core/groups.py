@@ -41,13 +41,16 @@ def max_abs(x: jax.Array, mask: jax.Array) -> jax.Array:
   return jnp.max(jnp.where(mask, jnp.abs(x), 0.0), axis=-1)
 
 
-def centered_std(centered: jax.Array, mask: jax.Array, ddof: int | float = 1) -> jax.Array:
+def centered_std(
+    centered: jax.Array, mask: jax.Array, ddof: int | float = 1, bound: jax.Array | None = None
+) -> jax.Array:
   """[P] std of already-centred values, with `ddof`; 0 where n_q <= ddof.
 
-  Computed as m * sqrt(sum((x/m)^2) / (n - ddof)) with m = max |x| so squares never overflow
-  or underflow.
+  Computed as m * sqrt(sum((x/m)^2) / (n - ddof)) with m = max |x| (or `bound`, any [P] value
+  >= max |x| that is 0 only when x is, such as the group's span) so squares never overflow or
+  underflow.
   """
-  m = max_abs(centered, mask)
+  m = max_abs(centered, mask) if bound is None else bound
   safe_m = jnp.where(m > 0, m, 1.0)
   ratio = jnp.where(mask, centered / safe_m[:, None], 0.0)
   dof = count(mask) - ddof
@@ -65,6 +68,14 @@ def span(x: jax.Array, mask: jax.Array) -> jax.Array:
   hi = jnp.max(jnp.where(mask, x, -jnp.inf), axis=-1)
   lo = jnp.min(jnp.where(mask, x, jnp.inf), axis=-1)
   return jnp.where(jnp.any(mask, axis=-1), hi - lo, 0.0)
+
+
+def max_abs_deviation(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """[P] max |x - mean_q| over valid entries, from the group's max and min (no extra pass)."""
+  hi = jnp.max(jnp.where(mask, x, -jnp.inf), axis=-1)
+  lo = jnp.min(jnp.where(mask, x, jnp.inf), axis=-1)
+  mu = mean(x, mask)
+  return jnp.where(jnp.any(mask, axis=-1), jnp.maximum(hi - mu, mu - lo), 0.0)
 
 
 def has_contrast(x: jax.Array, mask: jax.Array) -> jax.Array:
