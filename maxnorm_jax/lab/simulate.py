@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from maxnorm_jax.core import advantages, diagnostics, losses, protocol
 from maxnorm_jax.lab import bandit as bandit_lib
@@ -125,7 +126,9 @@ def step(rows: tuple[Method, ...], cfg: SimConfig, bandit: bandit_lib.Bandit, ro
         logp, old_logp, ref_logp, weights, tokens, beta=cfg.beta, kl_kind=cfg.kl_kind
     ).value()
 
-  new_logits = logits - cfg.lr * jax.grad(total_loss)(logits)
+  sgd = optax.sgd(cfg.lr)  # plain SGD: stateless, so the carry holds no optimiser state
+  updates, _ = sgd.update(jax.grad(total_loss)(logits), sgd.init(logits))
+  new_logits = optax.apply_updates(logits, updates)
 
   # Table 3 diagnostics on the updated low-variance groups, at the pre-update policy.
   low_var = diagnostics.low_variance_groups(card, rewards)

@@ -1,3 +1,4 @@
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,7 +122,8 @@ def test_degenerate_groups_are_zero_and_invalid(name, compute_jit):
   m[1, 1:] = False  # singleton
   m[3] = False  # empty
   card = compute_jit(name, r, m)
-  assert card.advantages.shape == (P, G) and card.scale.shape == (P,)
+  chex.assert_shape([card.numerator, card.advantages], (P, G))
+  chex.assert_shape([card.scale, card.kl_weight, card.valid], (P,))
   np.testing.assert_array_equal(card.valid, [False, False, True, False])
   np.testing.assert_array_equal(np.asarray(card.advantages)[[0, 1, 3]], 0.0)
   assert card.kl_weight[3] == 0.0
@@ -214,8 +216,7 @@ def test_masked_group_equals_the_group_alone(r, m, compute_jit):
 def test_all_outputs_finite_on_any_input(r, m, compute_jit):
   for name in advantages.names():
     card = compute_jit(name, r, m)
-    for leaf in jax.tree.leaves(card):
-      assert np.all(np.isfinite(np.asarray(leaf))), name
+    chex.assert_tree_all_finite(card)
 
 
 @settings(max_examples=30, deadline=None)
