@@ -132,11 +132,11 @@ _PAIRWISE_MAX = 64
 
 
 def _order_statistics(x, mask, lo_i, hi_i):
-  """The lo_i-th and hi_i-th smallest valid entries (0-based) along a short last axis."""
-  g = x.shape[-1]
-  xi, xj = x[..., :, None], x[..., None, :]
-  before = jnp.arange(g)[:, None] > jnp.arange(g)[None, :]  # j < i breaks ties
-  smaller = ((xj < xi) | ((xj == xi) & before)) & mask[..., None, :]
-  rank = jnp.sum(smaller, axis=-1)  # [..., G] position of each valid entry in sorted order
-  pick = lambda k: jnp.sum(jnp.where(mask & (rank == k[..., None]), x, 0.0), axis=-1)
+  """The lo_i-th and hi_i-th smallest valid entries (0-based) along a short last axis.
+
+  The k-th smallest is the least x_i with more than k valid entries <= x_i (ties included).
+  """
+  at_most = jnp.sum((x[..., None, :] <= x[..., :, None]) & mask[..., None, :], axis=-1)  # [..., G]
+  big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
+  pick = lambda k: jnp.min(jnp.where(mask & (at_most > k[..., None]), x, big), axis=-1)
   return pick(lo_i), pick(hi_i)
