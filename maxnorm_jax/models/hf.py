@@ -52,23 +52,14 @@ def _same(path, name, shape) -> TensorMapping:
     return _single(path, name, shape, lambda a: a, lambda x: x)
 
 
-def _linear(path, name, ours_shape) -> TensorMapping:
-    """A transformers Linear weight [out, in] whose transpose, reshaped, is ours [in, ...]."""
-    fan_in = ours_shape[0]
-    fan_out = int(np.prod(ours_shape[1:]))
-    return _single(
-        path,
-        name,
-        (fan_out, fan_in),
-        lambda a: a.T.reshape(ours_shape),
-        lambda x: x.reshape(fan_in, fan_out).T,
-    )
+def _linear(path, name, ours_shape, in_dims: int = 1) -> TensorMapping:
+    """A transformers Linear weight [out, in] whose transpose [in, out], reshaped, is ours.
 
-
-def _linear_out_first(path, name, ours_shape) -> TensorMapping:
-    """A Linear weight [out, in] whose transpose [in, out] reshaped is ours [..., out] (o_proj)."""
-    fan_out = ours_shape[-1]
-    fan_in = int(np.prod(ours_shape[:-1]))
+    The first `in_dims` axes of `ours_shape` are the input (1 for q/k/v/mlp [E, ...];
+    len - 1 for o [H, D, E]).
+    """
+    fan_in = int(np.prod(ours_shape[:in_dims]))
+    fan_out = int(np.prod(ours_shape[in_dims:]))
     return _single(
         path,
         name,
@@ -112,7 +103,7 @@ def tensor_mappings(cfg: ModelConfig) -> list[TensorMapping]:
             _linear(at("q"), pre + "self_attn.q_proj.weight", shape["q"]),
             _linear(at("k"), pre + "self_attn.k_proj.weight", shape["k"]),
             _linear(at("v"), pre + "self_attn.v_proj.weight", shape["v"]),
-            _linear_out_first(at("o"), pre + "self_attn.o_proj.weight", shape["o"]),
+            _linear(at("o"), pre + "self_attn.o_proj.weight", shape["o"], in_dims=len(shape["o"]) - 1),
         ]
         if cfg.qkv_bias:
             maps += [_bias(at(n + "_bias"), pre + f"self_attn.{n}_proj.bias", shape[n + "_bias"]) for n in "qkv"]
