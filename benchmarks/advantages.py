@@ -12,7 +12,6 @@ into BENCHMARKS.md under "## Advantage estimators".
 
 import argparse
 import sys
-import time
 import os
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,16 +31,6 @@ G = 16
 LOOP_GROUPS = 2048
 
 
-def best_time(fn, repeats):
-  fn()
-  best = float("inf")
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    best = min(best, time.perf_counter() - t0)
-  return best
-
-
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--write", action="store_true", help="write the table into BENCHMARKS.md")
@@ -57,15 +46,15 @@ def main():
     for name in advantages.names():
       fn = jax.jit(lambda a, b, name=name: advantages.compute(name, a, b).advantages)
       reps = max(10, 400_000 // p)  # small inputs: many repeats, so the best time is not noise
-      t_jax = best_time(lambda: fn(rj, mj).block_until_ready(), reps)
+      t_jax = report.best_time(lambda: fn(rj, mj).block_until_ready(), reps, warmup=True)
       t_np = None
       if name in ref.VECTORISED_NAMES:
-        t_np = best_time(lambda: ref.vectorised_advantages(name, r, m), max(5, reps // 4))
+        t_np = report.best_time(lambda: ref.vectorised_advantages(name, r, m), max(5, reps // 4), warmup=True)
         np.testing.assert_allclose(fn(rj, mj), ref.vectorised_advantages(name, r, m), rtol=1e-4, atol=1e-5)
       t_loop = None
       if name in ref.LOOP_NAMES:
         n = min(p, LOOP_GROUPS)
-        t_loop = best_time(lambda: ref.loop_advantages(name, r[:n], m[:n]), 3) * p / n
+        t_loop = report.best_time(lambda: ref.loop_advantages(name, r[:n], m[:n]), 3, warmup=True) * p / n
       rows.append((p, name, t_jax, t_np, t_loop))
       print(f"P={p:6d} {name:22s} jax {t_jax*1e3:8.3f} ms"
             + (f"  numpy {t_np*1e3:8.3f} ms ({t_np/t_jax:5.1f}x)" if t_np else "")

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 from maxnorm_jax.models import hf  # noqa: E402
 from maxnorm_jax.sampling import generate  # noqa: E402
+from benchmarks.report import best_time  # noqa: E402
 
 BATCH, PROMPT, NEW = 16, 32, 96
 SHAPE = dict(
@@ -36,15 +37,6 @@ SHAPE = dict(
     tie_word_embeddings=False,
     max_position_embeddings=1024,
 )
-
-
-def best_time(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def measure_bandwidth(nbytes: int, threads: int | None = None) -> float:

@@ -1,12 +1,26 @@
-"""Writes one benchmark's section into BENCHMARKS.md, leaving the other sections as they are."""
+"""Shared by the benchmarks: best-of-N timing, and writing one section of BENCHMARKS.md while
+leaving the other sections as they are."""
 
 import datetime
 import os
 import platform
 import re
 import sys
+import time
 
 BENCHMARKS_MD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "BENCHMARKS.md")
+
+
+def best_time(fn, repeats: int, warmup: bool = False) -> float:
+  """The shortest wall time of `repeats` calls of fn() (after one untimed call if `warmup`)."""
+  if warmup:
+    fn()
+  best = float("inf")
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    best = min(best, time.perf_counter() - t0)
+  return best
 
 
 def machine() -> str:
