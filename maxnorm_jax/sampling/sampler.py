@@ -219,9 +219,31 @@ def generate(
         prompt_ids = jax.device_put(prompt_ids, batch_sharding)
         prompt_mask = jax.device_put(prompt_mask, batch_sharding)
         key = jax.device_put(key, NamedSharding(mesh, jax.sharding.PartitionSpec()))
-    w = model.weights()
-    state = _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, w, prompt_ids, prompt_mask, key)
-    state = _decode(cfg, method, prompt_ids.shape[1], eos_id, pad_id, w, state)
+    return generate_from_weights(cfg, model.weights(), prompt_ids, prompt_mask, key, max_new_tokens,
+                                 method=method, eos_id=eos_id, pad_id=pad_id, mesh=mesh, rules=rules)
+
+
+def generate_from_weights(
+    cfg: ModelConfig,
+    weights: Any,
+    prompt_ids: jax.Array,
+    prompt_mask: jax.Array,
+    key: jax.Array,
+    max_new_tokens: int,
+    *,
+    method: SamplingMethod,
+    eos_id: int | None,
+    pad_id: int,
+    mesh: Mesh | None = None,
+    rules: Rules = DEFAULT_RULES,
+) -> SampleOutput:
+    """`generate` on a weights pytree (`Decoder.weights()` layout) and arrays already on devices.
+
+    For the trainer: prompt_ids / prompt_mask [B, P] (int32 / bool, left-padded) may be global
+    arrays that span several processes; nothing here reads them back to the host.
+    """
+    state = _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, weights, prompt_ids, prompt_mask, key)
+    state = _decode(cfg, method, prompt_ids.shape[1], eos_id, pad_id, weights, state)
     lengths = jnp.sum(state.valid, axis=1, dtype=jnp.int32)
     return SampleOutput(
         tokens=state.tokens,
