@@ -177,7 +177,7 @@ def get_config(arg=None):
         c.data.update(batch_size=4, builtin_n=256)
         c.rollout.update(group_size=4, max_new_tokens=4)
         c.train.update(steps=3, minibatches=2)
-        c.sft.update(steps=2, batch_size=8)
+        c.sft.update(steps=30, batch_size=16, lr=1e-2)
         c.eval.update(every=2, num_prompts=8, k=2)
         c.checkpoint.update(every=2)
         c.log.update(diagnostics_every=2, cards_every=2, progress=False)

@@ -1,23 +1,39 @@
-"""CLI of maxnorm_jax: `python -m maxnorm_jax.main --workdir=DIR`.
+"""CLI: `python -m maxnorm_jax.main --config=configs/default.py[:args] --workdir=DIR [--config.x.y=v]`.
 
-Until the trainer lands, the main job runs the bandit lab (`maxnorm_jax.lab.run`): it prints
-seed 000's Table 3 for every estimator, the learning claims and the arcsine check, and writes
-its PNG figures into the workdir.
+Trains a policy with the RL trainer (`maxnorm_jax.train.train`) from an ml-collections config; a
+run started again with the same command resumes from its latest checkpoint. Without --config it
+uses configs/default.py (the built-in default: the tiny model on a built-in task). The bandit lab
+that reproduces the seeds' tables in seconds is `python -m maxnorm_jax.lab --workdir=DIR`.
 """
 
+import logging
+import os
+
 from absl import app, flags
+from ml_collections import config_flags
+
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "default.py")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", "runs/default", "Directory for the job's outputs.")
+flags.DEFINE_string("workdir", "runs/default", "Directory for checkpoints, metrics and cards.")
+config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "A config file with get_config(arg).", lock_config=True)
 
 
 def main(argv):
-  del argv
-  from maxnorm_jax.lab import run  # after flag parsing, so --help stays fast
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from maxnorm_jax.parallel.distributed import initialize_from_env
 
-  result = run.run(FLAGS.workdir)
-  print(f"lab finished in {result.seconds:.1f} s")
+    initialize_from_env()  # before anything touches a device
+    from maxnorm_jax.train import train
+
+    logging.getLogger("maxnorm_jax").setLevel(logging.INFO)
+    rows = train(FLAGS.config, FLAGS.workdir)
+    evals = [r["eval/reward_mean"] for r in rows if r.get("eval/reward_mean") is not None]
+    if rows and evals:
+        print(f"eval/reward_mean: {' -> '.join(f'{v:.3f}' for v in evals)}")
+    print(f"done: {FLAGS.workdir}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+    app.run(main)
