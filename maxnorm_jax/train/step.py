@@ -193,7 +193,7 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
         (g, sums), _ = jax.lax.scan(micro_step, acc0, idx)
         denom = jnp.maximum(sums["denominator"], 1e-9)
         g = jax.tree.map(lambda x: x / denom, g)
-        grad_norm = optax.global_norm(g)
+        grad_norm = optax.tree.norm(g)
         updates, opt_state = spec.optimizer.update(g, opt_state, params)
         params = optax.apply_updates(params, updates)
         tokens = jnp.maximum(sums["tokens"], 1.0)
