@@ -6,10 +6,10 @@ uses configs/default.py (the built-in default: the tiny model on a built-in task
 that reproduces the seeds' tables in seconds is `python -m maxnorm_jax.lab --workdir=DIR`.
 """
 
-import logging
 import os
 
 from absl import app, flags
+from absl import logging as absl_logging
 from ml_collections import config_flags
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "default.py")
@@ -27,7 +27,8 @@ def main(argv):
     initialize_from_env()  # before anything touches a device
     from maxnorm_jax.train import train
 
-    logging.getLogger("maxnorm_jax").setLevel(logging.INFO)
+    # orbax and grain log every save at INFO; the run's own messages are warnings or the progress bar.
+    absl_logging.set_verbosity(absl_logging.WARNING)
     rows = train(FLAGS.config, FLAGS.workdir)
     evals = [r["eval/reward_mean"] for r in rows if r.get("eval/reward_mean") is not None]
     if rows and evals:

@@ -469,14 +469,14 @@ def train(config: Any, workdir: str) -> list[dict]:
             sft_losses = trainer.sft_warm_start()
             trainer.load_reference()
             if sft_losses:
-                log.info("SFT warm start: %d steps, loss %.3f -> %.3f", len(sft_losses), sft_losses[0], sft_losses[-1])
+                log.warning("SFT warm start: %d steps, loss %.3f -> %.3f", len(sft_losses), sft_losses[0], sft_losses[-1])
             if c.eval.every:
                 first = {**trainer.evaluate()}
                 if sft_losses:
                     first["sft/loss_first"], first["sft/loss_last"] = sft_losses[0], sft_losses[-1]
                 rows.append(writer.write(0, first))
         else:
-            log.info("resumed from step %d", trainer.step)
+            log.warning("resumed from step %d", trainer.step)
         while trainer.step < c.train.steps:
             metrics = trainer.rl_step()
             if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
