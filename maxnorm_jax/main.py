@@ -15,7 +15,8 @@ from ml_collections import config_flags
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "default.py")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", "runs/default", "Directory for checkpoints, metrics and cards.")
+if "workdir" not in FLAGS:  # maxnorm_jax.lab's CLI defines it too
+    flags.DEFINE_string("workdir", "runs/default", "Directory for checkpoints, metrics and cards.")
 config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "A config file with get_config(arg).", lock_config=True)
 
 

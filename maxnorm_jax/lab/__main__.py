@@ -3,7 +3,8 @@
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", "runs/lab", "Directory for the lab's figures and summary.json.")
+if "workdir" not in FLAGS:  # maxnorm_jax.main defines it too
+  flags.DEFINE_string("workdir", "runs/lab", "Directory for the lab's figures and summary.json.")
 
 
 def main(argv):

@@ -1,9 +1,9 @@
-"""The main job (`python -m maxnorm_jax.main --workdir=...`) runs the lab and writes its PNGs."""
+"""The lab's CLI (`python -m maxnorm_jax.lab --workdir=...`) prints Table 3 and writes its PNGs."""
 
 import json
 import os
 
-from maxnorm_jax import main as main_module
+from maxnorm_jax.lab import __main__ as main_module
 
 PNGS = ("jitter_kl.png", "credible_gaps.png", "binary_reward.png", "arcsine_limit.png",
         "implied_transforms.png")
@@ -23,7 +23,7 @@ def test_lab_run_writes_figures_and_summary(lab_result):
       assert _is_png(f)
 
 
-def test_main_prints_the_table_and_writes_pngs(tmp_path, capsys, lab_result):
+def test_lab_cli_prints_the_table_and_writes_pngs(tmp_path, capsys, lab_result):
   # lab_result first: the compiled simulations are shared, so this run only re-executes them.
   workdir = tmp_path / "run"
   main_module.FLAGS(["main", f"--workdir={workdir}"])
