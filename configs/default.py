@@ -61,7 +61,7 @@ METHODS = {
 # ---------------------------------------------------------------------------------------------
 # Model presets: the built-in tiny decoder, or a Hugging Face checkpoint directory (config.json,
 # *.safetensors, tokenizer.json) by path; `mesh` is the preset's default mesh on a TPU slice.
-_HF = "hf://"  # resolved against $MAXNORM_HF_HOME (default ~/hf) by maxnorm_jax.train.setup
+_HF = "hf://"  # resolved against $MAXNORM_HF_HOME (default ~/hf) by maxnorm_jax.train.loop.resolve_path
 MODELS = {
     "tiny": dict(kind="tiny", path="", mesh=dict(data=-1, fsdp=1, tensor=1, expert=1)),
     "qwen2.5-0.5b": dict(kind="hf", path=_HF + "Qwen/Qwen2.5-0.5B-Instruct", mesh=dict(data=-1, fsdp=4, tensor=1, expert=1)),

@@ -46,8 +46,19 @@ def _plain(c) -> dict:
     return c.to_dict() if hasattr(c, "to_dict") else dict(c)
 
 
-def _sampled_on_device(x: jax.Array) -> None:
-    jax.block_until_ready(x)
+HF_HOME_ENV = "MAXNORM_HF_HOME"
+
+
+def resolve_path(path: str, key: str) -> str:
+    """`hf://org/name` -> $MAXNORM_HF_HOME/org/name (default ~/hf); the directory must exist."""
+    if not path.startswith("hf://"):
+        return path
+    home = os.path.expanduser(os.environ.get(HF_HOME_ENV, "~/hf"))
+    resolved = os.path.join(home, path[len("hf://"):])
+    if not os.path.isdir(resolved):
+        raise FileNotFoundError(f"config.{key}: {path} -> {resolved} does not exist; download the checkpoint there "
+                                f"(config.json, *.safetensors, tokenizer.json) or set ${HF_HOME_ENV}")
+    return resolved
 
 
 class Trainer:
@@ -64,7 +75,7 @@ class Trainer:
         except ValueError as e:
             raise ValueError(f"config.mesh: {e}") from None
         self.rules = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in c.rules)
-        self.tokenizer = load_tokenizer(c.data.tokenizer)
+        self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
         self.eos_id = self.tokenizer.eos_id
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else (self.eos_id or 0)
         self.P, self.G, self.N = c.data.batch_size, c.rollout.group_size, c.rollout.max_new_tokens
@@ -91,7 +102,7 @@ class Trainer:
                 head_dim=c.model.head_dim, param_dtype=c.model.param_dtype, dtype=c.model.dtype, remat=c.model.remat)
             params = create_model(self.model_cfg, self.mesh, self.rules, seed=c.seed).weights()
         else:
-            model = hf.load(c.model.path, c.model.param_dtype, mesh=self.mesh, rules=self.rules,
+            model = hf.load(resolve_path(c.model.path, "model.path"), c.model.param_dtype, mesh=self.mesh, rules=self.rules,
                             compute_dtype=c.model.dtype, remat=c.model.remat)
             self.model_cfg, params = model.config, model.weights()
         self.param_shardings = weight_shardings(self.model_cfg, self.mesh, self.rules)
@@ -199,15 +210,15 @@ class Trainer:
         if c.filter.mode != "resample":
             chosen = rounds[0]
             # Device work dispatched now runs while the host waits for the verifier.
-            old_logp, entropy, ref_logp, logp_done = self._logprobs(params, chosen)
+            t_dispatch = time.perf_counter()
+            old_logp, entropy, ref_logp, (watcher, finished_at) = self._logprobs(params, chosen)
             t1 = time.perf_counter()
             rewards, valid = self._collect(handle, idx, self.B)
             t_rewards = time.perf_counter()
             verify_time = t_rewards - t1
-            jax.block_until_ready((old_logp, ref_logp))
-            t_logprobs = time.perf_counter() - t_rewards
-            waited = max(0.0, t_rewards - logp_done[0]) if logp_done else 0.0
-            metrics["time/device_wait_verifier"] = waited
+            watcher.join()
+            t_logprobs = finished_at[0] - t_dispatch  # device time of the passes, overlapping `verify`
+            metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at[0])
         else:
             t1 = time.perf_counter()
             rewards, valid = self._collect(handle, idx, self.B)
@@ -230,8 +241,8 @@ class Trainer:
             metrics["filter/rollout_cost"] = float(len(rounds))
             metrics["filter/kept_frac"] = n_kept / self.P
             t2 = time.perf_counter()
-            old_logp, entropy, ref_logp, _ = self._logprobs(params, chosen)
-            jax.block_until_ready((old_logp, ref_logp))
+            old_logp, entropy, ref_logp, (watcher, _) = self._logprobs(params, chosen)
+            watcher.join()
             t_logprobs = time.perf_counter() - t2
             metrics["time/device_wait_verifier"] = verify_time
 
@@ -322,16 +333,13 @@ class Trainer:
                                                      chosen["mask"], out.tokens, out.mask)
         else:
             ref_logp = old_logp
-        done: list[float] = []
-        threading.Thread(target=lambda: (jax.block_until_ready((old_logp, ref_logp)),
-                                         done.append(time.perf_counter())), daemon=True).start()
-
-        class _Done(list):
-            def __getitem__(self, i):
-                while not done:
-                    time.sleep(0.0005)
-                return done[i]
-        return old_logp, entropy, ref_logp, _Done([0])
+        # A watcher thread notes when the device finished these passes (the host meanwhile waits for
+        # the verifier), so the step can report how long the device sat idle waiting for rewards.
+        finished_at: list[float] = []
+        watcher = threading.Thread(target=lambda: (jax.block_until_ready((old_logp, ref_logp)),
+                                                   finished_at.append(time.perf_counter())), daemon=True)
+        watcher.start()
+        return old_logp, entropy, ref_logp, (watcher, finished_at)
 
     def _assemble(self, rounds, scored, which: np.ndarray, grp: np.ndarray):
         """The batch of the chosen groups (round `which[q]`, group `grp[q]`) as one rollout."""
@@ -429,7 +437,8 @@ class Trainer:
         if self.c.reference == "init":
             self.reference = jax.tree.map(jnp.copy, self.state.params)
         else:
-            model = hf.load(self.c.reference, self.c.model.param_dtype, mesh=self.mesh, rules=self.rules)
+            model = hf.load(resolve_path(self.c.reference, "reference"), self.c.model.param_dtype, mesh=self.mesh,
+                            rules=self.rules)
             self.reference = model.weights()
 
     def close(self) -> None:

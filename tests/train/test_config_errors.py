@@ -65,3 +65,14 @@ def test_cli_unknown_key_and_bad_value_fail_before_compiling(tmp_path):
     assert "Compiling" not in bad.stderr and not os.path.exists(tmp_path / "b" / "checkpoints")
     wrong_type = run_main(str(tmp_path / "c"), "--config.train.steps=three", timeout=120)
     assert wrong_type.returncode != 0 and "train.steps" in wrong_type.stderr
+
+
+def test_missing_hugging_face_checkpoint_names_the_key_and_the_variable(tmp_path, monkeypatch):
+    from maxnorm_jax.train import Trainer
+
+    monkeypatch.setenv("MAXNORM_HF_HOME", str(tmp_path))
+    c = config_module().get_config("model=qwen2.5-0.5b,task=gsm8k,runlocal=True")
+    assert c.model.path == "hf://Qwen/Qwen2.5-0.5B-Instruct" and c.mesh.fsdp == 4
+    with pytest.raises(FileNotFoundError, match=r"config.data.tokenizer: hf://Qwen/Qwen2.5-0.5B-Instruct -> .* "
+                                                r"does not exist.*MAXNORM_HF_HOME"):
+        Trainer(c, str(tmp_path / "run"))

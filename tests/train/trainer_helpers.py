@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG_PATH = os.path.join(ROOT, "configs", "default.py")
@@ -46,8 +47,15 @@ def main_command(workdir, *args, config_arg="runlocal=True"):
             *args]
 
 
+# Trainer subprocesses share compiled programs through JAX's persistent cache (keyed by program and
+# backend, so a stale entry is never reused), which keeps the resume and pod tests short.
+JIT_CACHE = os.path.join(tempfile.gettempdir(), f"maxnorm_jax_test_jit_cache_{os.getuid()}")
+
+
 def child_env(devices=8):
     env = dict(os.environ)
+    env["JAX_COMPILATION_CACHE_DIR"] = JIT_CACHE
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONUNBUFFERED"] = "1"
