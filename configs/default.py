@@ -85,6 +85,9 @@ DATASETS = {
     "livecodebench": ("sample:livecodebench", "livecodebench", "code"),
 }
 BUILTIN_TASKS = ("arith", "arith_digits", "arith_noisy", "code")
+# Prompt and completion lengths in tokens (character tokens for the tiny model's built-in tasks).
+LENGTHS = {"arith": (8, 5), "arith_digits": (8, 5), "arith_noisy": (8, 5), "code": (384, 256)}
+DATASET_LENGTHS = (512, 1024)
 
 
 def _parse(arg):
@@ -145,10 +148,11 @@ def get_config(arg=None):
     c.data = mlc.ConfigDict(dict(
         source=source, fields=fields, tokenizer="char" if preset["kind"] == "tiny" else preset["path"],
         prompt_format="plain" if preset["kind"] == "tiny" else "chat", system_prompt="",
-        batch_size=16, max_prompt_len=16, skip_bad_rows=False, builtin_n=0, eval_source="",
+        batch_size=16, max_prompt_len=LENGTHS.get(a["task"], DATASET_LENGTHS)[0], skip_bad_rows=False, builtin_n=0, eval_source="",
     ))
     c.reward = mlc.ConfigDict(dict(verifier=verifier, num_workers=2, timeout_s=0.0))
-    c.rollout = mlc.ConfigDict(dict(group_size=8, max_new_tokens=6, temperature=1.0, top_p=1.0, top_k=0))
+    c.rollout = mlc.ConfigDict(dict(group_size=8, max_new_tokens=LENGTHS.get(a["task"], DATASET_LENGTHS)[1],
+                                    temperature=1.0, top_p=1.0, top_k=0))
 
     c.advantage = mlc.ConfigDict(dict(estimator="maxnorm_rloo", params=mlc.ConfigDict()))
     c.protocol = mlc.ConfigDict(dict(delta_res=DELTA_RES, gate=True, binning=True, zero_group="skip"))

@@ -355,8 +355,7 @@ class Trainer:
 
         outs = [r["out"] for r in rounds]
         out = jax.tree.map(lambda *xs: pick(list(xs)) if xs[0].ndim else xs[0], *outs)
-        chosen = dict(ids=pick([r["ids"] for r in rounds]), mask=pick([r["mask"] for r in rounds]), out=out,
-                      records=[rounds[w]["records"][g * self.G] for w, g in zip(which, grp)])
+        chosen = dict(ids=pick([r["ids"] for r in rounds]), mask=pick([r["mask"] for r in rounds]), out=out)
         return chosen, rewards, valid
 
     # ------------------------------------------------------------------------------ evaluation

@@ -73,3 +73,15 @@ def test_inspect_run_notebook_executes_on_a_runlocal_run(runs, tmp_path_factory)
     assert errors == []
     assert "maxnorm_rloo" in notebooks.outputs_text(nb)
     assert notebooks.count_outputs(nb, "image/png") >= 3
+
+
+def test_kl_in_reward_entropy_bonus_epochs_and_accumulation(tmp_path):
+    c = runlocal_config("grpo_protocol", loss={"kl_in": "reward", "entropy_coef": 0.01},
+                        train={"ppo_epochs": 2, "grad_accum": 2})
+    rows = train(c, str(tmp_path))
+    for r in rows[1:]:
+        assert r["kl_loss"] == 0.0  # the KL went into the reward, not the loss
+        assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"])
+    # with KL in the reward the shaped rewards differ from the verifier's once the policy moved
+    assert rows[3]["kl_mean"] > 0
+    assert rows[3]["reward_mean"] != rows[3]["reward_raw_mean"]
