@@ -1,14 +1,17 @@
 r"""The trainer's configuration: one table of method rows, model presets and mesh presets.
 
-The main job (what `make train` runs, about 4 minutes on 2 CPU cores):
+The main job (what `make train` runs, about 8 minutes on 2 CPU cores):
 
   python -m maxnorm_jax.main --config=configs/default.py --workdir=runs/default
 
-It warm-starts the tiny built-in model with SFT on the "arith_digits" task's reference answers,
-then trains it with MaxNorm-RLOO + the Reward-Resolution Protocol. Expect `eval/reward_mean` (mean
-reward of temperature-1 samples on held-out problems) to rise by 0.15 or more from the first
-evaluation (after SFT, before any RL step) to the last; metrics go to runs/default/metrics.jsonl and
-TensorBoard, and a checkpoint to runs/default/checkpoints.
+It warm-starts the tiny built-in model (2 layers, width 128) with 300 SFT steps on the
+"arith_digits" task's reference answers, then runs 750 RL steps of MaxNorm-RLOO + the
+Reward-Resolution Protocol (64 prompts x 8 samples a step). `eval/reward_mean` (the mean reward of 4
+temperature-1 samples on each of 256 held-out problems) should rise by 0.15 or more from the first
+evaluation (after SFT, before any RL step) to the last; on a 2-core CPU it went
+0.393 -> 0.414 -> 0.445 -> 0.490 -> 0.480 -> 0.503 -> 0.526 -> 0.533 -> 0.565 -> 0.565 -> 0.572,
+and the greedy reward 0.521 -> 0.578. Metrics go to runs/default/metrics.jsonl and TensorBoard, the
+advantage cards of every 75th batch to runs/default/cards, checkpoints to runs/default/checkpoints.
 
 Arguments (big_vision style, comma separated):
 
@@ -148,7 +151,7 @@ def get_config(arg=None):
     c.data = mlc.ConfigDict(dict(
         source=source, fields=fields, tokenizer="char" if preset["kind"] == "tiny" else preset["path"],
         prompt_format="plain" if preset["kind"] == "tiny" else "chat", system_prompt="",
-        batch_size=16, max_prompt_len=LENGTHS.get(a["task"], DATASET_LENGTHS)[0], skip_bad_rows=False, builtin_n=0, eval_source="",
+        batch_size=64, max_prompt_len=LENGTHS.get(a["task"], DATASET_LENGTHS)[0], skip_bad_rows=False, builtin_n=0, eval_source="",
     ))
     c.reward = mlc.ConfigDict(dict(verifier=verifier, num_workers=2, timeout_s=0.0))
     c.rollout = mlc.ConfigDict(dict(group_size=8, max_new_tokens=LENGTHS.get(a["task"], DATASET_LENGTHS)[1],
@@ -164,15 +167,15 @@ def get_config(arg=None):
     ))
     c.reference = "init"  # "init" (the starting weights) or a checkpoint / Hugging Face directory
 
-    c.train = mlc.ConfigDict(dict(steps=60, ppo_epochs=1, minibatches=2, grad_accum=1))
+    c.train = mlc.ConfigDict(dict(steps=750, ppo_epochs=1, minibatches=4, grad_accum=1))
     c.optim = mlc.ConfigDict(dict(
-        lr=1e-4, warmup_steps=5, schedule="cosine", end_lr_frac=0.1, weight_decay=0.0,
+        lr=5e-4, warmup_steps=20, schedule="cosine", end_lr_frac=0.1, weight_decay=0.0,
         b1=0.9, b2=0.99, eps=1e-8, max_grad_norm=1.0,
     ))
     c.sft = mlc.ConfigDict(dict(steps=300, batch_size=64, lr=3e-3, warmup_steps=20))
-    c.eval = mlc.ConfigDict(dict(every=20, num_prompts=128, k=4, temperature=1.0))
-    c.checkpoint = mlc.ConfigDict(dict(every=20, max_to_keep=2, on_preemption=True))
-    c.log = mlc.ConfigDict(dict(diagnostics_every=10, cards_every=10, tensorboard=True, progress=True))
+    c.eval = mlc.ConfigDict(dict(every=75, num_prompts=256, k=4, temperature=1.0))
+    c.checkpoint = mlc.ConfigDict(dict(every=75, max_to_keep=2, on_preemption=True))
+    c.log = mlc.ConfigDict(dict(diagnostics_every=25, cards_every=75, tensorboard=True, progress=True))
 
     _apply_row(c, METHODS[a["method"]])
 
@@ -181,6 +184,7 @@ def get_config(arg=None):
         c.data.update(batch_size=4, builtin_n=256)
         c.rollout.update(group_size=4, max_new_tokens=4)
         c.train.update(steps=3, minibatches=2)
+        c.optim.update(warmup_steps=1)
         c.sft.update(steps=30, batch_size=16, lr=1e-2)
         c.eval.update(every=2, num_prompts=8, k=2)
         c.checkpoint.update(every=2)
