@@ -32,7 +32,7 @@ from maxnorm_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from maxnorm_jax.train.config_check import validate
 from maxnorm_jax.train.metrics import MetricWriter, save_card
 from maxnorm_jax.train.optimizer import make_optimizer
-from maxnorm_jax.train.state import TrainState, create_train_state, init_opt_state, state_shardings, weight_shardings
+from maxnorm_jax.train.state import create_train_state, init_opt_state, state_shardings, weight_shardings
 
 log = logging.getLogger("maxnorm_jax.train")
 

@@ -13,12 +13,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx, struct
+from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.create import abstract_model, param_shardings
-from maxnorm_jax.models.decoder import Decoder
 
 
 @struct.dataclass
@@ -44,11 +43,6 @@ def weights_from_pure(pure: dict) -> dict:
 def weight_shardings(cfg: ModelConfig, mesh: Mesh, rules) -> dict:
     """Each parameter's NamedSharding, in the weights layout."""
     return weights_from_pure(param_shardings(abstract_model(cfg), mesh, rules))
-
-
-def model_weights(model: Decoder) -> dict:
-    """The weights pytree of an NNX decoder."""
-    return model.weights()
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -80,13 +74,3 @@ def create_train_state(params, optimizer: optax.GradientTransformation, seed: in
 def state_shardings(state: TrainState) -> TrainState:
     """The sharding of every leaf (the out_shardings of the update step)."""
     return jax.tree.map(lambda x: x.sharding, state)
-
-
-def nnx_decoder(cfg: ModelConfig, params: dict) -> Decoder:
-    """An NNX Decoder holding `params` (for `hf.save` and users' own code)."""
-    model = abstract_model(cfg)
-    graphdef, abstract_state = nnx.split(model)
-    pure = dict(params)
-    pure["layers"] = {i: lw for i, lw in enumerate(params["layers"])}
-    nnx.replace_by_pure_dict(abstract_state, pure)
-    return nnx.merge(graphdef, abstract_state)

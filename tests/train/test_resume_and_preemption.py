@@ -55,7 +55,7 @@ def test_sigkill_then_resume_logs_the_same_metrics(tmp_path):
 
     again = run_main(killed, *ARGS)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resumed from step" in again.stderr
+    assert "resumed from step" in again.stderr
     rows = read_rows(killed)
     assert [r["step"] for r in rows] == sorted(expected)  # no step lost or repeated
     for r in rows:
