@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 WORKDIR ?= runs/default
 
-.PHONY: train test bench clean
+.PHONY: train test lint format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,14 @@ train: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 tests
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 clean:
 	rm -rf $(VENV) runs

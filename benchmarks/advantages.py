@@ -11,8 +11,8 @@ into BENCHMARKS.md under "## Advantage estimators".
 """
 
 import argparse
-import sys
 import os
+import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,31 +56,34 @@ def main():
         n = min(p, LOOP_GROUPS)
         t_loop = report.best_time(lambda: ref.loop_advantages(name, r[:n], m[:n]), 3, warmup=True) * p / n
       rows.append((p, name, t_jax, t_np, t_loop))
-      print(f"P={p:6d} {name:22s} jax {t_jax*1e3:8.3f} ms"
-            + (f"  numpy {t_np*1e3:8.3f} ms ({t_np/t_jax:5.1f}x)" if t_np else "")
-            + (f"  loop {t_loop*1e3:9.1f} ms ({t_loop/t_jax:7.0f}x)" if t_loop else ""), flush=True)
+      print(
+        f"P={p:6d} {name:22s} jax {t_jax * 1e3:8.3f} ms"
+        + (f"  numpy {t_np * 1e3:8.3f} ms ({t_np / t_jax:5.1f}x)" if t_np else "")
+        + (f"  loop {t_loop * 1e3:9.1f} ms ({t_loop / t_jax:7.0f}x)" if t_loop else ""),
+        flush=True,
+      )
 
   lines = [
-      "| P x G | estimator | JAX jit (ms) | vectorised NumPy (ms) | NumPy / JAX | per-group loop (ms) | loop / JAX |",
-      "|---|---|---:|---:|---:|---:|---:|",
+    "| P x G | estimator | JAX jit (ms) | vectorised NumPy (ms) | NumPy / JAX | per-group loop (ms) | loop / JAX |",
+    "|---|---|---:|---:|---:|---:|---:|",
   ]
   for p, name, t_jax, t_np, t_loop in rows:
     lines.append(
-        f"| {p} x {G} | {name} | {t_jax*1e3:.3f} | "
-        + (f"{t_np*1e3:.3f} | {t_np/t_jax:.1f}x | " if t_np else "- | - | ")
-        + (f"{t_loop*1e3:.1f} | {t_loop/t_jax:.0f}x |" if t_loop else "- | - |")
+      f"| {p} x {G} | {name} | {t_jax * 1e3:.3f} | "
+      + (f"{t_np * 1e3:.3f} | {t_np / t_jax:.1f}x | " if t_np else "- | - | ")
+      + (f"{t_loop * 1e3:.1f} | {t_loop / t_jax:.0f}x |" if t_loop else "- | - |")
     )
   table = "\n".join(lines)
   print(table)
   if args.write:
     note = (
-        f"Loop times are measured on the first {LOOP_GROUPS} groups and scaled linearly to P. "
-        "Target: at least 100x the loop and 3x the vectorised NumPy version.\n"
-        f"jax {jax.__version__}, numpy {np.__version__}, backend {jax.default_backend()}.\n\n"
+      f"Loop times are measured on the first {LOOP_GROUPS} groups and scaled linearly to P. "
+      "Target: at least 100x the loop and 3x the vectorised NumPy version.\n"
+      f"jax {jax.__version__}, numpy {np.__version__}, backend {jax.default_backend()}.\n\n"
     )
     report.update_section(
-        "Advantage estimators",
-        report.header(".venv/bin/python benchmarks/advantages.py --write") + "\n" + note + table,
+      "Advantage estimators",
+      report.header(".venv/bin/python benchmarks/advantages.py --write") + "\n" + note + table,
     )
 
 

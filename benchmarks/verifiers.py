@@ -30,18 +30,18 @@ except ImportError:  # run as a script from benchmarks/
   import report
 
 MATH_TEMPLATES = [
-    (r"The answer is $\boxed{{\frac{{{i}}}{{{j}}}}}$.", r"{i}/{j}"),
-    (r"so \boxed{{{i}.5}}", r"\frac{{{k}}}{{2}}"),
-    (r"\boxed{{{i}}}", "{i}"),
-    (r"\boxed{{x^2+{t}x+{i2}}}", "(x+{i})^2"),
-    (r"\boxed{{\sqrt{{{i2x2}}}}}", r"{i}\sqrt{{2}}"),
-    (r"\boxed{{\{{{i}, {j}\}}}}", r"\{{{j},{i}\}}"),
-    (r"\boxed{{-\frac{{{i}}}{{4}}}}", "-{q}"),
-    (r"\boxed{{{j}}}", "{i}"),
-    (r"\boxed{{\frac{{1}}{{{i}}}}}", "1/{j}"),
-    (r"Therefore $x = \boxed{{{i}}}$", "{i}"),
-    (r"\boxed{{2^{{{i}}}}}", "{p}"),
-    (r"\boxed{{\frac{{{i}\pi}}{{2}}}}", r"{i}\pi/2"),
+  (r"The answer is $\boxed{{\frac{{{i}}}{{{j}}}}}$.", r"{i}/{j}"),
+  (r"so \boxed{{{i}.5}}", r"\frac{{{k}}}{{2}}"),
+  (r"\boxed{{{i}}}", "{i}"),
+  (r"\boxed{{x^2+{t}x+{i2}}}", "(x+{i})^2"),
+  (r"\boxed{{\sqrt{{{i2x2}}}}}", r"{i}\sqrt{{2}}"),
+  (r"\boxed{{\{{{i}, {j}\}}}}", r"\{{{j},{i}\}}"),
+  (r"\boxed{{-\frac{{{i}}}{{4}}}}", "-{q}"),
+  (r"\boxed{{{j}}}", "{i}"),
+  (r"\boxed{{\frac{{1}}{{{i}}}}}", "1/{j}"),
+  (r"Therefore $x = \boxed{{{i}}}$", "{i}"),
+  (r"\boxed{{2^{{{i}}}}}", "{p}"),
+  (r"\boxed{{\frac{{{i}\pi}}{{2}}}}", r"{i}\pi/2"),
 ]
 
 
@@ -51,7 +51,7 @@ def math_items(n, offset=0):
   for m in range(offset, offset + n):
     i = 3 + m // len(MATH_TEMPLATES)
     c, g = MATH_TEMPLATES[m % len(MATH_TEMPLATES)]
-    v = dict(i=i, j=i + 1, k=2 * i + 1, t=2 * i, i2=i * i, i2x2=2 * i * i, q=i / 4, p=2 ** i)
+    v = dict(i=i, j=i + 1, k=2 * i + 1, t=2 * i, i2=i * i, i2x2=2 * i * i, q=i / 4, p=2**i)
     out.append((c.format(**v), g.format(**v)))
   return out
 
@@ -59,6 +59,7 @@ def math_items(n, offset=0):
 def bench_math_inline(items, repeats):
   """Best items/s of math-verify's parse + verify over `items`, called in this process."""
   from math_verify import parse, verify
+
   for completion, gold in math_items(len(MATH_TEMPLATES) * 2, len(items)):  # first-call costs
     verify(parse(f"$\\boxed{{{gold}}}$"), parse(completion))
   best = 0.0
@@ -75,8 +76,7 @@ def bench_math_pool(items, workers, repeats):
   """Best items/s of `VerifierPool(workers)` on built-in "math" records (fresh items per repeat)."""
   with VerifierPool(num_workers=workers) as pool:
     assert pool.wait_ready(300)
-    warm = [(c, {"task": "math", "answer": g})
-            for c, g in math_items(len(MATH_TEMPLATES) * 2 * workers, len(items))]
+    warm = [(c, {"task": "math", "answer": g}) for c, g in math_items(len(MATH_TEMPLATES) * 2 * workers, len(items))]
     pool.score(warm, timeout=300)  # first-call costs of every worker
     best, correct = 0.0, None
     for r in range(repeats):
@@ -146,22 +146,24 @@ def main():
   load1 = os.getloadavg()[0]
 
   rows = [
-      "| measurement | value |",
-      "|---|---|",
-      f"| math-verify parse+verify in one process | {inline:.0f} items/s |",
-      f"| VerifierPool, 1 worker (hard deadline per item) | {pool1:.0f} items/s |",
-      f"| VerifierPool, 2 workers | {pool2:.0f} items/s |",
-      f"| VerifierPool dispatch, trivial arith items, 1 worker | {dispatch:.0f} items/s |",
-      f"| code runs through the sandbox (mode {mode}) | {1 / sandbox_s:.1f} runs/s ({sandbox_s * 1e3:.1f} ms/run) |",
-      f"| same program, bare subprocess | {1 / bare_s:.1f} runs/s ({bare_s * 1e3:.1f} ms/run) |",
-      f"| sandbox cost over a bare subprocess | {(sandbox_s - bare_s) * 1e3:.1f} ms/run |",
+    "| measurement | value |",
+    "|---|---|",
+    f"| math-verify parse+verify in one process | {inline:.0f} items/s |",
+    f"| VerifierPool, 1 worker (hard deadline per item) | {pool1:.0f} items/s |",
+    f"| VerifierPool, 2 workers | {pool2:.0f} items/s |",
+    f"| VerifierPool dispatch, trivial arith items, 1 worker | {dispatch:.0f} items/s |",
+    f"| code runs through the sandbox (mode {mode}) | {1 / sandbox_s:.1f} runs/s ({sandbox_s * 1e3:.1f} ms/run) |",
+    f"| same program, bare subprocess | {1 / bare_s:.1f} runs/s ({bare_s * 1e3:.1f} ms/run) |",
+    f"| sandbox cost over a bare subprocess | {(sandbox_s - bare_s) * 1e3:.1f} ms/run |",
   ]
-  notes = (f"Best of {args.repeats} passes over {args.items} fresh math items ({len(MATH_TEMPLATES)} formats, all distinct, {int(correct1)} correct), "
-           f"{args.code_runs} code runs of a one-case stdin/stdout program; interpreter {python}. "
-           f"1-minute load average {load0:.1f} -> {load1:.1f} on a machine shared with other jobs, so "
-           "treat the figures as lower bounds (the 1- vs 2-worker ratio in particular). The pool's cost over one process is one pipe round "
-           "trip per item plus result validation; its gain is concurrency with the device and "
-           "deadlines that hold.")
+  notes = (
+    f"Best of {args.repeats} passes over {args.items} fresh math items ({len(MATH_TEMPLATES)} formats, all distinct, {int(correct1)} correct), "
+    f"{args.code_runs} code runs of a one-case stdin/stdout program; interpreter {python}. "
+    f"1-minute load average {load0:.1f} -> {load1:.1f} on a machine shared with other jobs, so "
+    "treat the figures as lower bounds (the 1- vs 2-worker ratio in particular). The pool's cost over one process is one pipe round "
+    "trip per item plus result validation; its gain is concurrency with the device and "
+    "deadlines that hold."
+  )
   body = report.header("python benchmarks/verifiers.py --write") + "\n" + "\n".join(rows) + "\n\n" + notes + "\n"
   print(body)
   if args.write:

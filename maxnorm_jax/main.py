@@ -16,26 +16,26 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__
 
 FLAGS = flags.FLAGS
 if "workdir" not in FLAGS:  # maxnorm_jax.lab's CLI defines it too
-    flags.DEFINE_string("workdir", "runs/default", "Directory for checkpoints, metrics and cards.")
+  flags.DEFINE_string("workdir", "runs/default", "Directory for checkpoints, metrics and cards.")
 config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "A config file with get_config(arg).", lock_config=True)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from maxnorm_jax.parallel.distributed import initialize_from_env
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  from maxnorm_jax.parallel.distributed import initialize_from_env
 
-    initialize_from_env()  # before anything touches a device
-    from maxnorm_jax.train import train
+  initialize_from_env()  # before anything touches a device
+  from maxnorm_jax.train import train
 
-    # orbax and grain log every save at INFO; the run's own messages are warnings or the progress bar.
-    absl_logging.set_verbosity(absl_logging.WARNING)
-    rows = train(FLAGS.config, FLAGS.workdir)
-    evals = [r["eval/reward_mean"] for r in rows if r.get("eval/reward_mean") is not None]
-    if rows and evals:
-        print(f"eval/reward_mean: {' -> '.join(f'{v:.3f}' for v in evals)}")
-    print(f"done: {FLAGS.workdir}")
+  # orbax and grain log every save at INFO; the run's own messages are warnings or the progress bar.
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  rows = train(FLAGS.config, FLAGS.workdir)
+  evals = [r["eval/reward_mean"] for r in rows if r.get("eval/reward_mean") is not None]
+  if rows and evals:
+    print(f"eval/reward_mean: {' -> '.join(f'{v:.3f}' for v in evals)}")
+  print(f"done: {FLAGS.workdir}")
 
 
 if __name__ == "__main__":
-    app.run(main)
+  app.run(main)

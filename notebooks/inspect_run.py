@@ -47,10 +47,11 @@ print(f"steps:     {metrics['step'][-1] if len(metrics['step']) else 'none'}")
 # %% [markdown]
 # ## Training curves
 
+
 # %%
 def plot_metric(ax, name, **kwargs):
-    steps, values = run_data.metric_series(metrics, name)
-    ax.plot(steps, values, label=name, **kwargs)
+  steps, values = run_data.metric_series(metrics, name)
+  ax.plot(steps, values, label=name, **kwargs)
 
 
 fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
@@ -66,8 +67,8 @@ plot_metric(axes[1, 1], "inv_scale_p99", linestyle="--")
 axes[1, 1].set_yscale("log")
 axes[1, 1].set_title("inverse-scale tail")
 for ax in axes.flat:
-    ax.set_xlabel("step")
-    ax.legend()
+  ax.set_xlabel("step")
+  ax.legend()
 plt.show()
 
 # %% [markdown]
@@ -76,16 +77,16 @@ plt.show()
 # %%
 eval_steps, eval_reward = run_data.metric_series(metrics, "eval/reward_mean")
 if len(eval_steps):
-    fig, ax = plt.subplots(figsize=(6, 3.5), constrained_layout=True)
-    ax.plot(eval_steps, eval_reward, marker="o", label="eval/reward_mean")
-    for name in ("eval/pass@1", "eval/avg@k"):
-        plot_metric(ax, name, marker=".", linestyle=":")
-    ax.set_xlabel("step")
-    ax.set_title("evaluation")
-    ax.legend()
-    plt.show()
+  fig, ax = plt.subplots(figsize=(6, 3.5), constrained_layout=True)
+  ax.plot(eval_steps, eval_reward, marker="o", label="eval/reward_mean")
+  for name in ("eval/pass@1", "eval/avg@k"):
+    plot_metric(ax, name, marker=".", linestyle=":")
+  ax.set_xlabel("step")
+  ax.set_title("evaluation")
+  ax.legend()
+  plt.show()
 else:
-    print("no eval/reward_mean in this run")
+  print("no eval/reward_mean in this run")
 
 # %% [markdown]
 # ## Latest card
@@ -97,35 +98,32 @@ else:
 MAX_ROWS = 16
 card_steps = run_data.card_steps(WORKDIR)
 if card_steps:
-    card = run_data.load_card(WORKDIR)
-    P, G = card["rewards"].shape
-    print(f"card of step {int(card['step'])}: P={P}, G={G} (cards at steps {card_steps})")
-    mask = card["mask"]
-    valid = np.broadcast_to(card["valid"][:, None], mask.shape)
-    group = np.broadcast_to(np.arange(P)[:, None], mask.shape)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for is_valid, colour in ((True, "tab:blue"), (False, "tab:red")):
-        sel = mask & (valid == is_valid)
-        label = "valid" if is_valid else "invalid"
-        ax0.scatter(card["rewards"][sel], card["advantages"][sel], c=colour, alpha=0.6,
-                    label=label)
-        ax1.scatter(group[sel], card["advantages"][sel], c=colour, alpha=0.6, marker="_", s=200,
-                    label=label)
-    ax0.set_xlabel("reward")
-    ax0.set_ylabel("advantage")
-    ax0.set_title("rewards vs advantages")
-    ax1.set_xlabel("group")
-    ax1.set_ylabel("advantage")
-    ax1.set_title("advantages per group")
-    for ax in (ax0, ax1):
-        ax.legend()
-    plt.show()
+  card = run_data.load_card(WORKDIR)
+  P, G = card["rewards"].shape
+  print(f"card of step {int(card['step'])}: P={P}, G={G} (cards at steps {card_steps})")
+  mask = card["mask"]
+  valid = np.broadcast_to(card["valid"][:, None], mask.shape)
+  group = np.broadcast_to(np.arange(P)[:, None], mask.shape)
+  fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+  for is_valid, colour in ((True, "tab:blue"), (False, "tab:red")):
+    sel = mask & (valid == is_valid)
+    label = "valid" if is_valid else "invalid"
+    ax0.scatter(card["rewards"][sel], card["advantages"][sel], c=colour, alpha=0.6, label=label)
+    ax1.scatter(group[sel], card["advantages"][sel], c=colour, alpha=0.6, marker="_", s=200, label=label)
+  ax0.set_xlabel("reward")
+  ax0.set_ylabel("advantage")
+  ax0.set_title("rewards vs advantages")
+  ax1.set_xlabel("group")
+  ax1.set_ylabel("advantage")
+  ax1.set_title("advantages per group")
+  for ax in (ax0, ax1):
+    ax.legend()
+  plt.show()
 
-    print(f"{'group':>5}  {'scale':>10}  {'kl_weight':>10}  {'valid':>5}")
-    for p in range(min(P, MAX_ROWS)):
-        print(f"{p:>5d}  {card['scale'][p]:>10.4g}  {card['kl_weight'][p]:>10.4g}  "
-              f"{str(bool(card['valid'][p])):>5}")
-    if P > MAX_ROWS:
-        print(f"... {P - MAX_ROWS} more groups")
+  print(f"{'group':>5}  {'scale':>10}  {'kl_weight':>10}  {'valid':>5}")
+  for p in range(min(P, MAX_ROWS)):
+    print(f"{p:>5d}  {card['scale'][p]:>10.4g}  {card['kl_weight'][p]:>10.4g}  {str(bool(card['valid'][p])):>5}")
+  if P > MAX_ROWS:
+    print(f"... {P - MAX_ROWS} more groups")
 else:
-    print("no cards in this run")
+  print("no cards in this run")

@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "")
 if "--xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=8"
+  os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from hypothesis import settings  # noqa: E402  (after the environment is set)

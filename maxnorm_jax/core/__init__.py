@@ -1,6 +1,6 @@
 """maxnorm_jax.core: the mathematics of the seeds, pure JAX, no I/O.
 
-  from maxnorm_jax.core import advantages, protocol, losses, diagnostics
+from maxnorm_jax.core import advantages, protocol, losses, diagnostics
 """
 
 from maxnorm_jax.core import advantages, diagnostics, losses, protocol

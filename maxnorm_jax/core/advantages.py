@@ -47,9 +47,7 @@ def params_of(name: str) -> dict[str, Any]:
   """The keyword parameters of estimator `name` with their defaults."""
   fn = _lookup(name)
   return {
-      p.name: p.default
-      for p in inspect.signature(fn).parameters.values()
-      if p.kind is inspect.Parameter.KEYWORD_ONLY
+    p.name: p.default for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
   }
 
 
@@ -80,10 +78,7 @@ def compute(name: str, rewards, mask=None, *, state=None, **params) -> Advantage
   allowed = params_of(name)
   unknown = sorted(set(params) - set(allowed))
   if unknown:
-    raise TypeError(
-        f"advantage estimator {name!r} got unknown parameter(s) {unknown}; "
-        f"it takes {sorted(allowed)}"
-    )
+    raise TypeError(f"advantage estimator {name!r} got unknown parameter(s) {unknown}; it takes {sorted(allowed)}")
   rewards, mask = groups.as_rewards_and_mask(rewards, mask)
   if state is None:
     state = initial_state(name)
@@ -100,12 +95,12 @@ def _card(u, scale, adv, mask, valid, kl_weight=None, state=None) -> AdvantageCa
     kl_weight = jnp.ones(scale.shape, adv.dtype)
   kl_weight = jnp.where(groups.count(mask) >= 1, kl_weight, 0.0).astype(adv.dtype)
   return AdvantageCard(
-      numerator=jnp.where(mask, u, 0.0),
-      scale=scale.astype(adv.dtype),
-      advantages=adv,
-      kl_weight=kl_weight,
-      valid=valid,
-      state=state,
+    numerator=jnp.where(mask, u, 0.0),
+    scale=scale.astype(adv.dtype),
+    advantages=adv,
+    kl_weight=kl_weight,
+    valid=valid,
+    state=state,
   )
 
 
@@ -228,7 +223,7 @@ def p90(r, mask, state, *, tau_res: float = 1e-2, quantile: float = 0.9) -> Adva
 
 @register("grpo_beta_comp")
 def grpo_beta_comp(
-    r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, beta_comp_max: float = 10.0
+  r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, beta_comp_max: float = 10.0
 ) -> AdvantageCard:
   """GRPO advantages with kl_weight_q = clip(s_ref / s_q, 1, beta_comp_max).
 
@@ -270,8 +265,14 @@ def gopo(r, mask, state, *, ties: str = "average") -> AdvantageCard:
 
 @register("f_grpo")
 def f_grpo(
-    r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, gamma: float = 1.0,
-    success_threshold: float = 0.5,
+  r,
+  mask,
+  state,
+  *,
+  std_ddof: int = 1,
+  eps: float = 1e-6,
+  gamma: float = 1.0,
+  success_threshold: float = 0.5,
 ) -> AdvantageCard:
   """Focal GRPO: GRPO advantages times (1 - p_hat_q)^gamma, p_hat_q the group's success rate."""
   u, s, c = _grpo_parts(r, mask, std_ddof, eps)
@@ -294,16 +295,24 @@ class AvspoState:
 
 def _avspo_initial_state(tau_init: float = 0.5) -> AvspoState:
   return AvspoState(
-      tau_adapt=jnp.asarray(tau_init, jnp.float32),
-      prev_reward_mean=jnp.asarray(0.0, jnp.float32),
-      has_prev=jnp.asarray(False),
+    tau_adapt=jnp.asarray(tau_init, jnp.float32),
+    prev_reward_mean=jnp.asarray(0.0, jnp.float32),
+    has_prev=jnp.asarray(False),
   )
 
 
 @register("avspo", initial_state=_avspo_initial_state)
 def avspo(
-    r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, tau_collapse: float = 1e-6,
-    alpha: float = 0.5, r_anchor: float = 0.1, eta: float = 0.01,
+  r,
+  mask,
+  state,
+  *,
+  std_ddof: int = 1,
+  eps: float = 1e-6,
+  tau_collapse: float = 1e-6,
+  alpha: float = 0.5,
+  r_anchor: float = 0.1,
+  eta: float = 0.01,
 ) -> AdvantageCard:
   """AVSPO (seed 003): GRPO with virtual rewards in collapsed groups.
 
@@ -332,9 +341,9 @@ def avspo(
   virtual_on = k <= k_count[:, None]
   r_obs = groups.mean(r, mask)
   v = jnp.where(
-      (r_obs > 0)[:, None],
-      r_obs[:, None] * (1.0 - k / (k_count[:, None] + 1.0)),
-      jnp.minimum(1.0, r_anchor * k),
+    (r_obs > 0)[:, None],
+    r_obs[:, None] * (1.0 - k / (k_count[:, None] + 1.0)),
+    jnp.minimum(1.0, r_anchor * k),
   ).astype(r.dtype)
   both = jnp.concatenate([r, v], axis=1)
   both_mask = jnp.concatenate([mask, virtual_on], axis=1)
@@ -352,11 +361,9 @@ def avspo(
   rose = state.has_prev & (batch_mean > state.prev_reward_mean)
   tau = state.tau_adapt
   tau_next = jnp.where(
-      state.has_prev,
-      jnp.where(rose, (1.0 - eta) * tau + eta * acr, jnp.maximum(0.0, tau - eta * acr)),
-      tau,
+    state.has_prev,
+    jnp.where(rose, (1.0 - eta) * tau + eta * acr, jnp.maximum(0.0, tau - eta * acr)),
+    tau,
   ).astype(jnp.float32)
-  new_state = AvspoState(
-      tau_adapt=tau_next, prev_reward_mean=batch_mean, has_prev=jnp.asarray(True)
-  )
+  new_state = AvspoState(tau_adapt=tau_next, prev_reward_mean=batch_mean, has_prev=jnp.asarray(True))
   return _card(numerator, scale, adv, mask, valid, state=new_state)

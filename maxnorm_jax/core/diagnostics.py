@@ -69,7 +69,7 @@ def kl_stats(logp, ref_logp, token_mask, kind: str = "k3") -> dict[str, jax.Arra
 
 
 def clip_fractions(
-    logp, old_logp, adv_per_token, token_mask, clip_low: float = 0.2, clip_high: float = 0.2
+  logp, old_logp, adv_per_token, token_mask, clip_low: float = 0.2, clip_high: float = 0.2
 ) -> dict[str, jax.Array]:
   """Fractions of valid tokens where the PPO clip is active (high: ratio > 1+clip_high with
   A > 0; low: ratio < 1-clip_low with A < 0), and their sum `clip_frac`. Inputs [B, T]."""
@@ -93,8 +93,8 @@ def low_variance_groups(card: AdvantageCard, rewards, mask=None, std_threshold: 
 def cardinal_card(card: AdvantageCard) -> AdvantageCard:
   """The same card on the cardinal scale: s_q = 1 and advantages = u where valid."""
   return card.replace(
-      scale=jnp.ones_like(card.scale),
-      advantages=jnp.where(card.valid[:, None], card.numerator, 0.0),
+    scale=jnp.ones_like(card.scale),
+    advantages=jnp.where(card.valid[:, None], card.numerator, 0.0),
   )
 
 
@@ -111,8 +111,11 @@ def _cosine(a, b):
 
 
 def gradient_diagnostics(
-    reward_loss_fn: Callable, kl_loss_fn: Callable, params, beta: float,
-    cardinal_reward_loss_fn: Callable | None = None,
+  reward_loss_fn: Callable,
+  kl_loss_fn: Callable,
+  params,
+  beta: float,
+  cardinal_reward_loss_fn: Callable | None = None,
 ) -> dict[str, jax.Array]:
   """Gradient diagnostics of one batch, for any loss and parameters (DESIGN 3.5).
 
@@ -132,10 +135,10 @@ def gradient_diagnostics(
   g_kl = _flat(jax.grad(kl_loss_fn)(params))
   n_r, n_kl = jnp.linalg.norm(g_r), jnp.linalg.norm(g_kl)
   out = {
-      "r_over_kl": n_r / jnp.maximum(beta * n_kl, 1e-30),
-      "cos_reward_neg_kl": _cosine(g_r, -g_kl),
-      "grad_norm_reward": n_r,
-      "grad_norm_kl": n_kl,
+    "r_over_kl": n_r / jnp.maximum(beta * n_kl, 1e-30),
+    "cos_reward_neg_kl": _cosine(g_r, -g_kl),
+    "grad_norm_reward": n_r,
+    "grad_norm_kl": n_kl,
   }
   if cardinal_reward_loss_fn is not None:
     out["dir_cardinal"] = _cosine(g_r, _flat(jax.grad(cardinal_reward_loss_fn)(params)))

@@ -42,7 +42,7 @@ def max_abs(x: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def centered_std(
-    centered: jax.Array, mask: jax.Array, ddof: int | float = 1, bound: jax.Array | None = None
+  centered: jax.Array, mask: jax.Array, ddof: int | float = 1, bound: jax.Array | None = None
 ) -> jax.Array:
   """[P] std of already-centred values, with `ddof`; 0 where n_q <= ddof.
 
@@ -138,5 +138,8 @@ def _order_statistics(x, mask, lo_i, hi_i):
   """
   at_most = jnp.sum((x[..., None, :] <= x[..., :, None]) & mask[..., None, :], axis=-1)  # [..., G]
   big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
-  pick = lambda k: jnp.min(jnp.where(mask & (at_most > k[..., None]), x, big), axis=-1)
+
+  def pick(k):
+    return jnp.min(jnp.where(mask & (at_most > k[..., None]), x, big), axis=-1)
+
   return pick(lo_i), pick(hi_i)

@@ -28,8 +28,12 @@ def _log_ratio(logp, old_logp):
 
 
 def clipped_surrogate(
-    logp, old_logp, adv_per_token, clip_low: float = 0.2, clip_high: float = 0.2,
-    dual_clip: float | None = None,
+  logp,
+  old_logp,
+  adv_per_token,
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  dual_clip: float | None = None,
 ) -> jax.Array:
   """[B, T] PPO clipped surrogate loss with clip-higher and an optional dual clip.
 
@@ -48,9 +52,7 @@ def clipped_surrogate(
   return loss
 
 
-def cispo_surrogate(
-    logp, old_logp, adv_per_token, clip_low: float = 1.0, clip_high: float = 0.28
-) -> jax.Array:
+def cispo_surrogate(logp, old_logp, adv_per_token, clip_low: float = 1.0, clip_high: float = 0.28) -> jax.Array:
   """[B, T] CISPO: -stop_gradient(clip(ratio, 1-clip_low, 1+clip_high)) * A * logp.
 
   Every token keeps its gradient; only the importance weight is clipped (and frozen).
@@ -60,9 +62,7 @@ def cispo_surrogate(
   return -weight * jnp.asarray(adv_per_token, ratio.dtype) * logp
 
 
-def gspo_surrogate(
-    logp, old_logp, adv_per_token, mask, clip_low: float = 3e-4, clip_high: float = 4e-4
-) -> jax.Array:
+def gspo_surrogate(logp, old_logp, adv_per_token, mask, clip_low: float = 3e-4, clip_high: float = 4e-4) -> jax.Array:
   """[B, T] GSPO: the clipped surrogate on the sequence ratio exp(mean_t log ratio).
 
   The token form s_t = sg(s) * pi_t / sg(pi_t) has the sequence ratio's value and the
@@ -92,9 +92,7 @@ def kl_penalty(logp, ref_logp, kind: str = "k3") -> jax.Array:
   raise ValueError(f"unknown KL estimator {kind!r}; expected one of {KL_KINDS}")
 
 
-def aggregate(
-    per_token, mask, mode: str = "token-mean", max_len: int | None = None
-) -> tuple[jax.Array, jax.Array]:
+def aggregate(per_token, mask, mode: str = "token-mean", max_len: int | None = None) -> tuple[jax.Array, jax.Array]:
   """Aggregates a [B, T] per-token quantity into (sum, denominator) scalars.
 
   token-mean:              sum_bt x m / sum_bt m
@@ -133,9 +131,9 @@ def card_to_sequences(card: AdvantageCard, mask=None) -> SequenceWeights:
   sample = jnp.ones((p, g), bool) if mask is None else jnp.asarray(mask, bool)
   takes_part = sample & (card.valid | (card.kl_weight > 0))[:, None]
   return SequenceWeights(
-      advantages=jax.lax.stop_gradient(card.advantages).reshape(-1),
-      kl_weight=jax.lax.stop_gradient(jnp.broadcast_to(card.kl_weight[:, None], (p, g))).reshape(-1),
-      takes_part=takes_part.reshape(-1),
+    advantages=jax.lax.stop_gradient(card.advantages).reshape(-1),
+    kl_weight=jax.lax.stop_gradient(jnp.broadcast_to(card.kl_weight[:, None], (p, g))).reshape(-1),
+    takes_part=takes_part.reshape(-1),
   )
 
 
@@ -150,9 +148,17 @@ def _surrogate(kind, logp, old_logp, adv_t, token_mask, clip_low, clip_high, dua
 
 
 def reward_branch(
-    logp, old_logp, advantages, token_mask, *, mode: str = "token-mean",
-    surrogate: str = "ppo", clip_low: float = 0.2, clip_high: float = 0.2,
-    dual_clip: float | None = None, max_len: int | None = None,
+  logp,
+  old_logp,
+  advantages,
+  token_mask,
+  *,
+  mode: str = "token-mean",
+  surrogate: str = "ppo",
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  dual_clip: float | None = None,
+  max_len: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """(sum, denominator) of the reward branch: stop_gradient(c) times the surrogate.
 
@@ -167,8 +173,15 @@ def reward_branch(
 
 
 def kl_branch(
-    logp, ref_logp, kl_weight, token_mask, *, beta: float, kind: str = "k3",
-    mode: str = "token-mean", max_len: int | None = None,
+  logp,
+  ref_logp,
+  kl_weight,
+  token_mask,
+  *,
+  beta: float,
+  kind: str = "k3",
+  mode: str = "token-mean",
+  max_len: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """(sum, denominator) of the KL branch: beta * kl_weight * KL, never divided by s_q.
 
@@ -195,10 +208,20 @@ class PolicyLoss(NamedTuple):
 
 
 def policy_loss(
-    logp, old_logp, ref_logp, weights: SequenceWeights, token_mask, *, beta: float,
-    kl_kind: str = "k3", mode: str = "token-mean", surrogate: str = "ppo",
-    clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = None,
-    max_len: int | None = None,
+  logp,
+  old_logp,
+  ref_logp,
+  weights: SequenceWeights,
+  token_mask,
+  *,
+  beta: float,
+  kl_kind: str = "k3",
+  mode: str = "token-mean",
+  surrogate: str = "ppo",
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  dual_clip: float | None = None,
+  max_len: int | None = None,
 ) -> PolicyLoss:
   """The policy loss of a minibatch of B sequences from `card_to_sequences` weights.
 
@@ -207,13 +230,19 @@ def policy_loss(
   """
   mask = jnp.asarray(token_mask, bool) & weights.takes_part[:, None]
   r_sum, denom = reward_branch(
-      logp, old_logp, weights.advantages, mask, mode=mode, surrogate=surrogate,
-      clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, max_len=max_len,
+    logp,
+    old_logp,
+    weights.advantages,
+    mask,
+    mode=mode,
+    surrogate=surrogate,
+    clip_low=clip_low,
+    clip_high=clip_high,
+    dual_clip=dual_clip,
+    max_len=max_len,
   )
   if isinstance(beta, (int, float)) and beta == 0:
     kl_sum = jnp.zeros_like(r_sum)
   else:
-    kl_sum, _ = kl_branch(
-        logp, ref_logp, weights.kl_weight, mask, beta=beta, kind=kl_kind, mode=mode, max_len=max_len
-    )
+    kl_sum, _ = kl_branch(logp, ref_logp, weights.kl_weight, mask, beta=beta, kind=kl_kind, mode=mode, max_len=max_len)
   return PolicyLoss(total=r_sum + kl_sum, reward=r_sum, kl=kl_sum, denominator=denom)

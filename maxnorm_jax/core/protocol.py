@@ -46,7 +46,7 @@ def binning(rewards, mask=None, delta_res: float = 1e-2) -> jax.Array:
   slack = groups.resolution_tolerance(rewards, mask)[:, None]
   gaps = jnp.diff(sorted_r, axis=-1) >= delta_res - slack
   cluster = jnp.cumsum(
-      jnp.concatenate([jnp.zeros_like(gaps[:, :1]), gaps], axis=-1), axis=-1, dtype=jnp.int32
+    jnp.concatenate([jnp.zeros_like(gaps[:, :1]), gaps], axis=-1), axis=-1, dtype=jnp.int32
   )  # [P, G] cluster id of each sorted entry
   onehot = (cluster[:, :, None] == jnp.arange(g)[None, None, :]) & sorted_m[:, :, None]
   sums = jnp.einsum("pgc,pg->pc", onehot.astype(rewards.dtype), sorted_r / g)
@@ -59,7 +59,7 @@ def binning(rewards, mask=None, delta_res: float = 1e-2) -> jax.Array:
 
 
 def apply(
-    rewards, mask=None, delta_res: float = 1e-2, gate: bool = True, binning: bool = False
+  rewards, mask=None, delta_res: float = 1e-2, gate: bool = True, binning: bool = False
 ) -> tuple[jax.Array, jax.Array]:
   """The protocol on a batch of rewards [P, G].
 
@@ -81,9 +81,7 @@ def apply(
 _gate, _binning = gate, binning
 
 
-def apply_to_card(
-    card: AdvantageCard, group_valid, zero_group: str = "skip"
-) -> AdvantageCard:
+def apply_to_card(card: AdvantageCard, group_valid, zero_group: str = "skip") -> AdvantageCard:
   """Applies the gate and the zero-group rule to an estimator's card.
 
   Gated groups get valid=False, zero advantages and kl_weight 0. With zero_group="skip", groups
@@ -100,7 +98,7 @@ def apply_to_card(
     valid = valid & nonzero
     kl_weight = jnp.where(valid, kl_weight, 0.0)
   return card.replace(
-      advantages=jnp.where(valid[:, None], card.advantages, 0.0),
-      kl_weight=kl_weight,
-      valid=valid,
+    advantages=jnp.where(valid[:, None], card.advantages, 0.0),
+    kl_weight=kl_weight,
+    valid=valid,
   )

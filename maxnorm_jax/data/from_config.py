@@ -18,38 +18,53 @@ from maxnorm_jax.data.formatting import Tokenizer, make_format
 from maxnorm_jax.data.hf_tokenizer import HFTokenizer, load_tokenizer
 from maxnorm_jax.data.pipeline import PromptIterator, build_pipeline
 
-PIPELINE_KEYS = ("source", "fields", "format", "batch_size", "seed", "num_epochs", "skip_bad_rows",
-                 "max_prompt_len", "split", "builtin_n", "shuffle", "drop_remainder", "shard_index", "shard_count")
+PIPELINE_KEYS = (
+  "source",
+  "fields",
+  "format",
+  "batch_size",
+  "seed",
+  "num_epochs",
+  "skip_bad_rows",
+  "max_prompt_len",
+  "split",
+  "builtin_n",
+  "shuffle",
+  "drop_remainder",
+  "shard_index",
+  "shard_count",
+)
 OTHER_KEYS = ("tokenizer",)
 
 
 def _plain(cfg: Any) -> Any:
-    """A ConfigDict (or nested ones) as plain dicts; other values unchanged."""
-    if hasattr(cfg, "to_dict"):
-        return cfg.to_dict()
-    if isinstance(cfg, Mapping):
-        return {k: _plain(v) for k, v in cfg.items()}
-    return cfg
+  """A ConfigDict (or nested ones) as plain dicts; other values unchanged."""
+  if hasattr(cfg, "to_dict"):
+    return cfg.to_dict()
+  if isinstance(cfg, Mapping):
+    return {k: _plain(v) for k, v in cfg.items()}
+  return cfg
 
 
 def tokenizer_from_config(cfg: Mapping[str, Any], prefix: str = "data") -> CharTokenizer | HFTokenizer:
-    """The tokenizer named by `cfg["tokenizer"]` ("char", the default, or a checkpoint directory)."""
-    spec = _plain(cfg).get("tokenizer", "char")
-    if not isinstance(spec, str):
-        raise TypeError(f"{prefix}.tokenizer must be 'char' or a checkpoint directory, got {spec!r}")
-    return load_tokenizer(spec)
+  """The tokenizer named by `cfg["tokenizer"]` ("char", the default, or a checkpoint directory)."""
+  spec = _plain(cfg).get("tokenizer", "char")
+  if not isinstance(spec, str):
+    raise TypeError(f"{prefix}.tokenizer must be 'char' or a checkpoint directory, got {spec!r}")
+  return load_tokenizer(spec)
 
 
-def pipeline_from_config(cfg: Mapping[str, Any], tokenizer: Tokenizer, prefix: str = "data",
-                         **overrides: Any) -> PromptIterator:
-    """`build_pipeline` with the arguments of `cfg` (see the module docstring); `overrides` win."""
-    cfg = {**_plain(cfg), **overrides}
-    unknown = sorted(set(cfg) - set(PIPELINE_KEYS) - set(OTHER_KEYS))
-    if unknown:
-        raise KeyError(f"{prefix}: unknown keys {unknown}; known: {sorted(PIPELINE_KEYS + OTHER_KEYS)}")
-    for key in ("source", "batch_size"):
-        if cfg.get(key) is None:
-            raise KeyError(f"{prefix}.{key} must be set")
-    kwargs = {k: v for k, v in cfg.items() if k in PIPELINE_KEYS and k not in ("format",)}
-    kwargs["prompt_format"] = make_format(cfg.get("format"))
-    return build_pipeline(tokenizer=tokenizer, **kwargs)
+def pipeline_from_config(
+  cfg: Mapping[str, Any], tokenizer: Tokenizer, prefix: str = "data", **overrides: Any
+) -> PromptIterator:
+  """`build_pipeline` with the arguments of `cfg` (see the module docstring); `overrides` win."""
+  cfg = {**_plain(cfg), **overrides}
+  unknown = sorted(set(cfg) - set(PIPELINE_KEYS) - set(OTHER_KEYS))
+  if unknown:
+    raise KeyError(f"{prefix}: unknown keys {unknown}; known: {sorted(PIPELINE_KEYS + OTHER_KEYS)}")
+  for key in ("source", "batch_size"):
+    if cfg.get(key) is None:
+      raise KeyError(f"{prefix}.{key} must be set")
+  kwargs = {k: v for k, v in cfg.items() if k in PIPELINE_KEYS and k not in ("format",)}
+  kwargs["prompt_format"] = make_format(cfg.get("format"))
+  return build_pipeline(tokenizer=tokenizer, **kwargs)

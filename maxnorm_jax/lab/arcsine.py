@@ -66,10 +66,12 @@ def expected_weight(name: str, ps, group_size: int, **params) -> np.ndarray:
   g = group_size
   k = np.arange(g)  # successes among the other g - 1 samples
   others = (np.arange(1, g)[None, :] <= k[:, None]).astype(np.float32)  # [g, g-1]
-  rows = np.concatenate([
+  rows = np.concatenate(
+    [
       np.concatenate([np.ones((g, 1), np.float32), others], axis=1),  # R_1 = 1
       np.concatenate([np.zeros((g, 1), np.float32), others], axis=1),  # R_1 = 0
-  ])  # [2g, g]
+    ]
+  )  # [2g, g]
   c_first, _ = _first_and_last_advantage(name, tuple(sorted(params.items())), g)(jnp.asarray(rows))
   c_first = np.asarray(c_first, np.float64)
   diff = c_first[:g] - c_first[g:]  # [g] by k
@@ -113,8 +115,7 @@ def implied_transform(p, w, n_theta: int = 8192) -> dict[str, np.ndarray]:
   edges = np.arange(n_theta + 1) * d_theta
   f = np.interp(np.arcsin(np.sqrt(p)), edges, cumulative) / z
   fprime = w / z
-  return {"p": p, "weight": w, "norm": float(z), "f": f, "fprime": fprime,
-          "variance": p * (1.0 - p) * fprime**2}
+  return {"p": p, "weight": w, "norm": float(z), "f": f, "fprime": fprime, "variance": p * (1.0 - p) * fprime**2}
 
 
 def arcsine_errors(group_sizes=(8, 32, 128, 512), ps=None, std_ddof: int = 0) -> dict[int, float]:
@@ -126,8 +127,7 @@ def arcsine_errors(group_sizes=(8, 32, 128, 512), ps=None, std_ddof: int = 0) ->
   ps = np.linspace(0.1, 0.9, 9) if ps is None else np.asarray(ps)
   target = arcsine_weight(ps)
   return {
-      g: float(np.max(np.abs(expected_weight("grpo", ps, g, std_ddof=std_ddof) / target - 1.0)))
-      for g in group_sizes
+    g: float(np.max(np.abs(expected_weight("grpo", ps, g, std_ddof=std_ddof) / target - 1.0))) for g in group_sizes
   }
 
 

@@ -71,9 +71,7 @@ def make_bandit(config: BanditConfig) -> Bandit:
   """Draws the bandit of `config` (numpy RNG seeded by config.seed; deterministic)."""
   rng = np.random.default_rng(config.seed)
   k = config.arms
-  jitter = config.base_reward + rng.uniform(
-      -config.jitter_spread, config.jitter_spread, size=(config.n_jitter, k)
-  )
+  jitter = config.base_reward + rng.uniform(-config.jitter_spread, config.jitter_spread, size=(config.n_jitter, k))
   credible = np.full((config.n_credible, k), config.base_reward)
   good = rng.integers(0, k, size=config.n_credible)
   gaps = rng.uniform(config.credible_gap_min, config.credible_gap_max, size=config.n_credible)
@@ -83,24 +81,28 @@ def make_bandit(config: BanditConfig) -> Bandit:
     n_correct = rng.integers(1, k)  # 1 .. K-1 correct answers
     binary[q, rng.choice(k, size=n_correct, replace=False)] = 1.0
   mean_reward = np.concatenate([jitter, credible, binary], axis=0)
-  noise_sd = np.concatenate([
+  noise_sd = np.concatenate(
+    [
       np.full(config.n_jitter, config.noise_sd),
       np.full(config.n_credible, config.noise_sd),
       np.zeros(config.n_binary),
-  ])
-  kind = np.concatenate([
+    ]
+  )
+  kind = np.concatenate(
+    [
       np.full(config.n_jitter, JITTER),
       np.full(config.n_credible, CREDIBLE),
       np.full(config.n_binary, BINARY),
-  ])
+    ]
+  )
   ref_logits = config.ref_logit_sd * rng.standard_normal((config.prompts, k))
   init_logits = ref_logits + config.init_drift * rng.standard_normal((config.prompts, k))
   return Bandit(
-      mean_reward=jnp.asarray(mean_reward, jnp.float32),
-      noise_sd=jnp.asarray(noise_sd, jnp.float32),
-      kind=jnp.asarray(kind, jnp.int32),
-      ref_logits=jnp.asarray(ref_logits, jnp.float32),
-      init_logits=jnp.asarray(init_logits, jnp.float32),
+    mean_reward=jnp.asarray(mean_reward, jnp.float32),
+    noise_sd=jnp.asarray(noise_sd, jnp.float32),
+    kind=jnp.asarray(kind, jnp.int32),
+    ref_logits=jnp.asarray(ref_logits, jnp.float32),
+    init_logits=jnp.asarray(init_logits, jnp.float32),
   )
 
 

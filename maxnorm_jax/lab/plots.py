@@ -20,15 +20,15 @@ def _colors(ax, n: int):
   ax.set_prop_cycle(color=plt.get_cmap("tab20")(np.linspace(0, 1, max(n, 2))))
 
 
-def curves(series: dict[str, np.ndarray], title: str, ylabel: str, path: str,
-           highlight=()) -> str:
+def curves(series: dict[str, np.ndarray], title: str, ylabel: str, path: str, highlight=()) -> str:
   """Line plot of {label: [S] values} against the step; `highlight` labels drawn thicker."""
   fig, ax = plt.subplots(figsize=(7.5, 4.5))
   _colors(ax, len(series))
   for label, y in series.items():
     wide = label in highlight
-    ax.plot(np.arange(1, len(y) + 1), y, label=label, lw=2.4 if wide else 1.0,
-            alpha=1.0 if wide or not highlight else 0.55)
+    ax.plot(
+      np.arange(1, len(y) + 1), y, label=label, lw=2.4 if wide else 1.0, alpha=1.0 if wide or not highlight else 0.55
+    )
   ax.set_xlabel("step")
   ax.set_ylabel(ylabel)
   ax.set_title(title)

@@ -122,9 +122,7 @@ def step(rows: tuple[Method, ...], cfg: SimConfig, bandit: bandit_lib.Bandit, ro
 
   def total_loss(lg):
     logp = _flat(bandit_lib.log_probs(lg, actions))
-    return losses.policy_loss(
-        logp, old_logp, ref_logp, weights, tokens, beta=cfg.beta, kl_kind=cfg.kl_kind
-    ).value()
+    return losses.policy_loss(logp, old_logp, ref_logp, weights, tokens, beta=cfg.beta, kl_kind=cfg.kl_kind).value()
 
   sgd = optax.sgd(cfg.lr)  # plain SGD: stateless, so the carry holds no optimiser state
   updates, _ = sgd.update(jax.grad(total_loss)(logits), sgd.init(logits))
@@ -146,23 +144,26 @@ def step(rows: tuple[Method, ...], cfg: SimConfig, bandit: bandit_lib.Bandit, ro
     return s / jnp.maximum(d, 1.0)
 
   grads = diagnostics.gradient_diagnostics(
-      functools.partial(reward_loss, weights.advantages), kl_loss, logits, cfg.beta,
-      functools.partial(reward_loss, cardinal),
+    functools.partial(reward_loss, weights.advantages),
+    kl_loss,
+    logits,
+    cfg.beta,
+    functools.partial(reward_loss, cardinal),
   )
   defined = jnp.any(low_var) & (grads["grad_norm_kl"] > 0) & (grads["grad_norm_reward"] > 0)
   nan = jnp.asarray(jnp.nan, jnp.float32)
   records = Trace(
-      kl=bandit_lib.kl_to_ref(new_logits, bandit.ref_logits),
-      best_prob=bandit_lib.best_arm_prob(new_logits, bandit.mean_reward),
-      reward=bandit_lib.expected_reward(new_logits, bandit.mean_reward),
-      inv_scale=1.0 / jnp.where(card.scale > 0, card.scale, 1.0),
-      valid=card.valid,
-      low_var=low_var,
-      grad_norm_reward=jnp.where(jnp.any(low_var), grads["grad_norm_reward"], 0.0),
-      grad_norm_kl=jnp.where(jnp.any(low_var), grads["grad_norm_kl"], 0.0),
-      dir_cardinal=jnp.where(defined, grads["dir_cardinal"], nan),
-      cos_reward_neg_kl=jnp.where(defined, grads["cos_reward_neg_kl"], nan),
-      max_abs_c=jnp.max(jnp.where(low_var[:, None], jnp.abs(card.advantages), 0.0)),
+    kl=bandit_lib.kl_to_ref(new_logits, bandit.ref_logits),
+    best_prob=bandit_lib.best_arm_prob(new_logits, bandit.mean_reward),
+    reward=bandit_lib.expected_reward(new_logits, bandit.mean_reward),
+    inv_scale=1.0 / jnp.where(card.scale > 0, card.scale, 1.0),
+    valid=card.valid,
+    low_var=low_var,
+    grad_norm_reward=jnp.where(jnp.any(low_var), grads["grad_norm_reward"], 0.0),
+    grad_norm_kl=jnp.where(jnp.any(low_var), grads["grad_norm_kl"], 0.0),
+    dir_cardinal=jnp.where(defined, grads["dir_cardinal"], nan),
+    cos_reward_neg_kl=jnp.where(defined, grads["cos_reward_neg_kl"], nan),
+    max_abs_c=jnp.max(jnp.where(low_var[:, None], jnp.abs(card.advantages), 0.0)),
   )
   return (new_logits, states), records
 
@@ -191,8 +192,11 @@ def compiled(rows: tuple[Method, ...], cfg: SimConfig):
   return run
 
 
-def simulate(rows: tuple[Method, ...], cfg: SimConfig = SimConfig(),
-             bandit_cfg: bandit_lib.BanditConfig = bandit_lib.BanditConfig()) -> dict[str, Trace]:
+def simulate(
+  rows: tuple[Method, ...],
+  cfg: SimConfig = SimConfig(),
+  bandit_cfg: bandit_lib.BanditConfig = bandit_lib.BanditConfig(),
+) -> dict[str, Trace]:
   """Runs `cfg.steps` learning steps of every row on the bandit; returns {label: Trace}."""
   run = compiled(tuple(rows), dataclasses.replace(cfg, seed=0))
   traces = jax.device_get(run(jax.random.key(cfg.seed), bandit_lib.make_bandit(bandit_cfg)))

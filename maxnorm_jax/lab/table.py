@@ -42,15 +42,15 @@ class Row:
 
 
 COLUMNS = (
-    ("mean KL", "mean_kl", "{:.3f}"),
-    ("KL P95", "kl_p95", "{:.3f}"),
-    ("Inv P95/P99", None, None),
-    ("R/KL", "r_over_kl", "{:.2f}"),
-    ("Dir", "dir_cardinal", "{:.3f}"),
-    ("cos(R,-KL)", "cos_reward_neg_kl", "{:.2f}"),
-    ("max|c|", "max_abs_c", "{:.2f}"),
-    ("jitter dKL", "jitter_kl_growth", "{:.3f}"),
-    ("cred. p*", "credible_best_prob", "{:.3f}"),
+  ("mean KL", "mean_kl", "{:.3f}"),
+  ("KL P95", "kl_p95", "{:.3f}"),
+  ("Inv P95/P99", None, None),
+  ("R/KL", "r_over_kl", "{:.2f}"),
+  ("Dir", "dir_cardinal", "{:.3f}"),
+  ("cos(R,-KL)", "cos_reward_neg_kl", "{:.2f}"),
+  ("max|c|", "max_abs_c", "{:.2f}"),
+  ("jitter dKL", "jitter_kl_growth", "{:.3f}"),
+  ("cred. p*", "credible_best_prob", "{:.3f}"),
 )
 
 
@@ -84,17 +84,17 @@ def make_row(label: str, trace: Trace, beta: float, kind: np.ndarray, kl_start: 
   inv = np.asarray(trace.inv_scale)[lv]
   kl_norm = float(np.sum(trace.grad_norm_kl))
   return Row(
-      label=label,
-      mean_kl=float(np.mean(trace.kl[-1])),
-      kl_p95=_percentile(trace.kl[-1], 95),
-      inv_p95=_percentile(inv, 95),
-      inv_p99=_percentile(inv, 99),
-      r_over_kl=float(np.sum(trace.grad_norm_reward)) / (beta * kl_norm) if kl_norm > 0 else float("nan"),
-      dir_cardinal=_nanmean(trace.dir_cardinal),
-      cos_reward_neg_kl=_nanmean(trace.cos_reward_neg_kl),
-      max_abs_c=float(np.max(trace.max_abs_c)),
-      jitter_kl_growth=float(jitter_kl_growth(trace, kind, kl_start)[-1]),
-      credible_best_prob=float(credible_best_prob(trace, kind)[-1]),
+    label=label,
+    mean_kl=float(np.mean(trace.kl[-1])),
+    kl_p95=_percentile(trace.kl[-1], 95),
+    inv_p95=_percentile(inv, 95),
+    inv_p99=_percentile(inv, 99),
+    r_over_kl=float(np.sum(trace.grad_norm_reward)) / (beta * kl_norm) if kl_norm > 0 else float("nan"),
+    dir_cardinal=_nanmean(trace.dir_cardinal),
+    cos_reward_neg_kl=_nanmean(trace.cos_reward_neg_kl),
+    max_abs_c=float(np.max(trace.max_abs_c)),
+    jitter_kl_growth=float(jitter_kl_growth(trace, kind, kl_start)[-1]),
+    credible_best_prob=float(credible_best_prob(trace, kind)[-1]),
   )
 
 
@@ -116,6 +116,9 @@ def format_table(rows: list[Row]) -> str:
         cells.append(fmt.format(0.0 if abs(value) < 5e-4 else value))
     lines.append(cells)
   widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
-  render = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+  def render(cells):
+    return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
   rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
   return "\n".join([render(header), rule] + [render(c) for c in lines])

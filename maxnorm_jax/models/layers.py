@@ -24,210 +24,208 @@ Weights = dict[str, jax.Array]
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
-    """RMSNorm over the last axis, statistics in float32; returns x's dtype. x [..., N], weight [N]."""
-    xf = x.astype(jnp.float32)
-    y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-    return (weight * y.astype(x.dtype)).astype(x.dtype)
+  """RMSNorm over the last axis, statistics in float32; returns x's dtype. x [..., N], weight [N]."""
+  xf = x.astype(jnp.float32)
+  y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+  return (weight * y.astype(x.dtype)).astype(x.dtype)
 
 
 def rope_cos_sin(cfg: ModelConfig, positions: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """cos, sin [B, T, D] (float32) of rotary embeddings at integer `positions` [B, T]."""
-    d = cfg.head_dim
-    inv_freq = 1.0 / (cfg.rope_theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
-    if cfg.rope_scaling_factor is not None:
-        inv_freq = inv_freq / cfg.rope_scaling_factor
-    freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, D/2]
-    emb = jnp.concatenate([freqs, freqs], axis=-1)
-    return jnp.cos(emb), jnp.sin(emb)
+  """cos, sin [B, T, D] (float32) of rotary embeddings at integer `positions` [B, T]."""
+  d = cfg.head_dim
+  inv_freq = 1.0 / (cfg.rope_theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
+  if cfg.rope_scaling_factor is not None:
+    inv_freq = inv_freq / cfg.rope_scaling_factor
+  freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, D/2]
+  emb = jnp.concatenate([freqs, freqs], axis=-1)
+  return jnp.cos(emb), jnp.sin(emb)
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotates x [B, T, N, D] by cos, sin [B, T, D] (the rotate-half convention of HF Qwen)."""
-    cos = cos[:, :, None, :].astype(x.dtype)
-    sin = sin[:, :, None, :].astype(x.dtype)
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos + rotated * sin
+  """Rotates x [B, T, N, D] by cos, sin [B, T, D] (the rotate-half convention of HF Qwen)."""
+  cos = cos[:, :, None, :].astype(x.dtype)
+  sin = sin[:, :, None, :].astype(x.dtype)
+  half = x.shape[-1] // 2
+  rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+  return x * cos + rotated * sin
 
 
 def fuse_weights(cfg: ModelConfig, w: Weights) -> Weights:
-    """Replaces q/k/v by one `qkv` [E,(H+2K)*D] matrix, gate/up by one `gate_up` [E,2F] and o by
-    `o_flat` [H*D,E]."""
-    w = dict(w)
-    e = cfg.hidden_size
-    w["o_flat"] = w.pop("o").reshape(-1, e)
-    w["qkv"] = jnp.concatenate(
-        [w.pop("q").reshape(e, -1), w.pop("k").reshape(e, -1), w.pop("v").reshape(e, -1)], axis=1
+  """Replaces q/k/v by one `qkv` [E,(H+2K)*D] matrix, gate/up by one `gate_up` [E,2F] and o by
+  `o_flat` [H*D,E]."""
+  w = dict(w)
+  e = cfg.hidden_size
+  w["o_flat"] = w.pop("o").reshape(-1, e)
+  w["qkv"] = jnp.concatenate([w.pop("q").reshape(e, -1), w.pop("k").reshape(e, -1), w.pop("v").reshape(e, -1)], axis=1)
+  if cfg.qkv_bias:
+    w["qkv_bias"] = jnp.concatenate(
+      [w.pop("q_bias").reshape(-1), w.pop("k_bias").reshape(-1), w.pop("v_bias").reshape(-1)]
     )
-    if cfg.qkv_bias:
-        w["qkv_bias"] = jnp.concatenate(
-            [w.pop("q_bias").reshape(-1), w.pop("k_bias").reshape(-1), w.pop("v_bias").reshape(-1)]
-        )
-    if "gate" in w:
-        w["gate_up"] = jnp.concatenate([w.pop("gate"), w.pop("up")], axis=1)
-    return w
+  if "gate" in w:
+    w["gate_up"] = jnp.concatenate([w.pop("gate"), w.pop("up")], axis=1)
+  return w
 
 
 def project_qkv(
-    cfg: ModelConfig, w: Weights, x: jax.Array, cos: jax.Array, sin: jax.Array
+  cfg: ModelConfig, w: Weights, x: jax.Array, cos: jax.Array, sin: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """q [B,T,H,D], k, v [B,T,K,D] of the normed input x [B,T,E], with q/k norm and RoPE."""
-    b, t, _ = x.shape
-    h, kh, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    if "qkv" in w:
-        y = x @ w["qkv"]
-        if cfg.qkv_bias:
-            y = y + w["qkv_bias"]
-        q = y[..., : h * d].reshape(b, t, h, d)
-        k = y[..., h * d : (h + kh) * d].reshape(b, t, kh, d)
-        v = y[..., (h + kh) * d :].reshape(b, t, kh, d)
-    else:
-        q = jnp.einsum("bte,ehd->bthd", x, w["q"])
-        k = jnp.einsum("bte,ekd->btkd", x, w["k"])
-        v = jnp.einsum("bte,ekd->btkd", x, w["v"])
-        if cfg.qkv_bias:
-            q, k, v = q + w["q_bias"], k + w["k_bias"], v + w["v_bias"]
-    if cfg.qk_norm:
-        q = rms_norm(q, w["q_norm"], cfg.rms_norm_eps)
-        k = rms_norm(k, w["k_norm"], cfg.rms_norm_eps)
-    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+  """q [B,T,H,D], k, v [B,T,K,D] of the normed input x [B,T,E], with q/k norm and RoPE."""
+  b, t, _ = x.shape
+  h, kh, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+  if "qkv" in w:
+    y = x @ w["qkv"]
+    if cfg.qkv_bias:
+      y = y + w["qkv_bias"]
+    q = y[..., : h * d].reshape(b, t, h, d)
+    k = y[..., h * d : (h + kh) * d].reshape(b, t, kh, d)
+    v = y[..., (h + kh) * d :].reshape(b, t, kh, d)
+  else:
+    q = jnp.einsum("bte,ehd->bthd", x, w["q"])
+    k = jnp.einsum("bte,ekd->btkd", x, w["k"])
+    v = jnp.einsum("bte,ekd->btkd", x, w["v"])
+    if cfg.qkv_bias:
+      q, k, v = q + w["q_bias"], k + w["k_bias"], v + w["v_bias"]
+  if cfg.qk_norm:
+    q = rms_norm(q, w["q_norm"], cfg.rms_norm_eps)
+    k = rms_norm(k, w["k_norm"], cfg.rms_norm_eps)
+  return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
 def _masked_softmax(cfg: ModelConfig, scores: jax.Array, mask: jax.Array) -> jax.Array:
-    dtype = jnp.float32 if cfg.softmax_fp32 else scores.dtype
-    scores = scores.astype(dtype)
-    scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
-    return jax.nn.softmax(scores, axis=-1)
+  dtype = jnp.float32 if cfg.softmax_fp32 else scores.dtype
+  scores = scores.astype(dtype)
+  scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
+  return jax.nn.softmax(scores, axis=-1)
 
 
 def attend(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """Grouped-query attention over a whole sequence.
+  """Grouped-query attention over a whole sequence.
 
-    q [B,T,H,D], k, v [B,S,K,D], mask [B,T,S] (True: query t may see key s) -> [B,T,H,D].
-    """
-    b, t, h, d = q.shape
-    kh = k.shape[2]
-    qg = q.reshape(b, t, kh, h // kh, d)
-    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k) * (d**-0.5)
-    p = _masked_softmax(cfg, scores, mask[:, None, None, :, :]).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", p, v)
-    return out.reshape(b, t, h, d)
+  q [B,T,H,D], k, v [B,S,K,D], mask [B,T,S] (True: query t may see key s) -> [B,T,H,D].
+  """
+  b, t, h, d = q.shape
+  kh = k.shape[2]
+  qg = q.reshape(b, t, kh, h // kh, d)
+  scores = jnp.einsum("btkgd,bskd->bkgts", qg, k) * (d**-0.5)
+  p = _masked_softmax(cfg, scores, mask[:, None, None, :, :]).astype(v.dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", p, v)
+  return out.reshape(b, t, h, d)
 
 
 def attend_cached(
-    cfg: ModelConfig, q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, key_mask: jax.Array
+  cfg: ModelConfig, q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, key_mask: jax.Array
 ) -> jax.Array:
-    """One decode step of GQA against a cache.
+  """One decode step of GQA against a cache.
 
-    q [B,H,D], k_cache [B,K,D,S] (keys laid out so q.K is a plain batched matmul),
-    v_cache [B,K,S,D], key_mask [B,S] -> [B,H,D].
-    """
-    b, h, d = q.shape
-    kh = k_cache.shape[1]
-    qg = q.reshape(b, kh, h // kh, d)
-    scores = jnp.einsum("bkgd,bkds->bkgs", qg, k_cache) * (d**-0.5)
-    p = _masked_softmax(cfg, scores, key_mask[:, None, None, :]).astype(v_cache.dtype)
-    return jnp.einsum("bkgs,bksd->bkgd", p, v_cache).reshape(b, h, d)
+  q [B,H,D], k_cache [B,K,D,S] (keys laid out so q.K is a plain batched matmul),
+  v_cache [B,K,S,D], key_mask [B,S] -> [B,H,D].
+  """
+  b, h, d = q.shape
+  kh = k_cache.shape[1]
+  qg = q.reshape(b, kh, h // kh, d)
+  scores = jnp.einsum("bkgd,bkds->bkgs", qg, k_cache) * (d**-0.5)
+  p = _masked_softmax(cfg, scores, key_mask[:, None, None, :]).astype(v_cache.dtype)
+  return jnp.einsum("bkgs,bksd->bkgd", p, v_cache).reshape(b, h, d)
 
 
 def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Array:
-    """attn [B,T,H,D] -> [B,T,E]."""
-    if "o_flat" in w:
-        b, t, h, d = attn.shape
-        y = attn.reshape(b, t, h * d) @ w["o_flat"]
-    else:
-        y = jnp.einsum("bthd,hde->bte", attn, w["o"])
-    return y + w["o_bias"] if cfg.o_bias else y
+  """attn [B,T,H,D] -> [B,T,E]."""
+  if "o_flat" in w:
+    b, t, h, d = attn.shape
+    y = attn.reshape(b, t, h * d) @ w["o_flat"]
+  else:
+    y = jnp.einsum("bthd,hde->bte", attn, w["o"])
+  return y + w["o_bias"] if cfg.o_bias else y
 
 
 def swiglu(cfg: ModelConfig, w: Weights, x: jax.Array) -> jax.Array:
-    """Dense SwiGLU MLP: x [B,T,E] -> [B,T,E]."""
-    if "gate_up" in w:
-        gu = x @ w["gate_up"]
-        f = gu.shape[-1] // 2
-        g, u = gu[..., :f], gu[..., f:]
-    else:
-        g, u = x @ w["gate"], x @ w["up"]
-    return (jax.nn.silu(g) * u) @ w["down"]
+  """Dense SwiGLU MLP: x [B,T,E] -> [B,T,E]."""
+  if "gate_up" in w:
+    gu = x @ w["gate_up"]
+    f = gu.shape[-1] // 2
+    g, u = gu[..., :f], gu[..., f:]
+  else:
+    g, u = x @ w["gate"], x @ w["up"]
+  return (jax.nn.silu(g) * u) @ w["down"]
 
 
 def router_probs(cfg: ModelConfig, router_logits: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Softmax probabilities [..., X] (float32), top-k weights [..., k] and expert ids [..., k].
+  """Softmax probabilities [..., X] (float32), top-k weights [..., k] and expert ids [..., k].
 
-    The top-k weights are renormalised to sum to 1 when `cfg.norm_topk_prob`.
-    """
-    probs = jax.nn.softmax(router_logits.astype(jnp.float32), axis=-1)
-    top_w, top_i = jax.lax.top_k(probs, cfg.num_experts_per_tok)
-    if cfg.norm_topk_prob:
-        top_w = top_w / jnp.sum(top_w, axis=-1, keepdims=True)
-    return probs, top_w, top_i
+  The top-k weights are renormalised to sum to 1 when `cfg.norm_topk_prob`.
+  """
+  probs = jax.nn.softmax(router_logits.astype(jnp.float32), axis=-1)
+  top_w, top_i = jax.lax.top_k(probs, cfg.num_experts_per_tok)
+  if cfg.norm_topk_prob:
+    top_w = top_w / jnp.sum(top_w, axis=-1, keepdims=True)
+  return probs, top_w, top_i
 
 
 def moe(cfg: ModelConfig, w: Weights, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Top-k mixture of SwiGLU experts, no token dropping.
+  """Top-k mixture of SwiGLU experts, no token dropping.
 
-    Every expert runs as one batched matmul over the `expert` axis, and each token's output is
-    the top-k weighted sum (weights of unselected experts are 0). x [B,T,E] ->
-    (y [B,T,E], router_logits [B,T,X]).
-    """
-    router_logits = x @ w["router"]
-    _, top_w, top_i = router_probs(cfg, router_logits)
-    combine = jnp.sum(
-        jax.nn.one_hot(top_i, cfg.num_experts, dtype=jnp.float32) * top_w[..., None], axis=-2
-    ).astype(x.dtype)  # [B,T,X]
-    g = jnp.einsum("bte,xef->btxf", x, w["expert_gate"])
-    u = jnp.einsum("bte,xef->btxf", x, w["expert_up"])
-    h = jax.nn.silu(g) * u * combine[..., None]
-    return jnp.einsum("btxf,xfe->bte", h, w["expert_down"]), router_logits
+  Every expert runs as one batched matmul over the `expert` axis, and each token's output is
+  the top-k weighted sum (weights of unselected experts are 0). x [B,T,E] ->
+  (y [B,T,E], router_logits [B,T,X]).
+  """
+  router_logits = x @ w["router"]
+  _, top_w, top_i = router_probs(cfg, router_logits)
+  combine = jnp.sum(jax.nn.one_hot(top_i, cfg.num_experts, dtype=jnp.float32) * top_w[..., None], axis=-2).astype(
+    x.dtype
+  )  # [B,T,X]
+  g = jnp.einsum("bte,xef->btxf", x, w["expert_gate"])
+  u = jnp.einsum("bte,xef->btxf", x, w["expert_up"])
+  h = jax.nn.silu(g) * u * combine[..., None]
+  return jnp.einsum("btxf,xfe->bte", h, w["expert_down"]), router_logits
 
 
 def feed_forward(cfg: ModelConfig, w: Weights, x: jax.Array) -> tuple[jax.Array, jax.Array | None]:
-    """The layer's MLP (dense or MoE): x [B,T,E] -> (y [B,T,E], router logits [B,T,X] or None)."""
-    if "router" in w:
-        return moe(cfg, w, x)
-    return swiglu(cfg, w, x), None
+  """The layer's MLP (dense or MoE): x [B,T,E] -> (y [B,T,E], router logits [B,T,X] or None)."""
+  if "router" in w:
+    return moe(cfg, w, x)
+  return swiglu(cfg, w, x), None
 
 
 def layer_forward(
-    cfg: ModelConfig, w: Weights, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+  cfg: ModelConfig, w: Weights, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array], jax.Array | None]:
-    """One pre-norm decoder layer over a whole sequence.
+  """One pre-norm decoder layer over a whole sequence.
 
-    x [B,T,E], cos/sin [B,T,D], mask [B,T,T] -> (x [B,T,E], (k, v) [B,T,K,D], router logits).
-    """
-    hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
-    q, k, v = project_qkv(cfg, w, hn, cos, sin)
-    x = x + output_projection(cfg, w, attend(cfg, q, k, v, mask))
-    y, router_logits = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
-    return x + y, (k, v), router_logits
+  x [B,T,E], cos/sin [B,T,D], mask [B,T,T] -> (x [B,T,E], (k, v) [B,T,K,D], router logits).
+  """
+  hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
+  q, k, v = project_qkv(cfg, w, hn, cos, sin)
+  x = x + output_projection(cfg, w, attend(cfg, q, k, v, mask))
+  y, router_logits = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
+  return x + y, (k, v), router_logits
 
 
 def layer_decode(
-    cfg: ModelConfig,
-    w: Weights,
-    x: jax.Array,
-    cos: jax.Array,
-    sin: jax.Array,
-    k_cache: jax.Array,
-    v_cache: jax.Array,
-    slot: jax.Array,
-    key_mask: jax.Array,
+  cfg: ModelConfig,
+  w: Weights,
+  x: jax.Array,
+  cos: jax.Array,
+  sin: jax.Array,
+  k_cache: jax.Array,
+  v_cache: jax.Array,
+  slot: jax.Array,
+  key_mask: jax.Array,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One decoder layer for one new token per sequence, writing its key/value at `slot`.
+  """One decoder layer for one new token per sequence, writing its key/value at `slot`.
 
-    x [B,1,E], cos/sin [B,1,D], k_cache [B,K,D,S], v_cache [B,K,S,D], key_mask [B,S] (already
-    True at `slot`) -> (x [B,1,E], k_cache, v_cache).
-    """
-    hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
-    q, k, v = project_qkv(cfg, w, hn, cos, sin)
-    zero = jnp.zeros((), jnp.int32)
-    k_cache = jax.lax.dynamic_update_slice(
-        k_cache, jnp.transpose(k, (0, 2, 3, 1)).astype(k_cache.dtype), (zero, zero, zero, slot)
-    )
-    v_cache = jax.lax.dynamic_update_slice(
-        v_cache, jnp.transpose(v, (0, 2, 1, 3)).astype(v_cache.dtype), (zero, zero, slot, zero)
-    )
-    attn = attend_cached(cfg, q[:, 0], k_cache, v_cache, key_mask)
-    x = x + output_projection(cfg, w, attn[:, None])
-    y, _ = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
-    return x + y, k_cache, v_cache
+  x [B,1,E], cos/sin [B,1,D], k_cache [B,K,D,S], v_cache [B,K,S,D], key_mask [B,S] (already
+  True at `slot`) -> (x [B,1,E], k_cache, v_cache).
+  """
+  hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
+  q, k, v = project_qkv(cfg, w, hn, cos, sin)
+  zero = jnp.zeros((), jnp.int32)
+  k_cache = jax.lax.dynamic_update_slice(
+    k_cache, jnp.transpose(k, (0, 2, 3, 1)).astype(k_cache.dtype), (zero, zero, zero, slot)
+  )
+  v_cache = jax.lax.dynamic_update_slice(
+    v_cache, jnp.transpose(v, (0, 2, 1, 3)).astype(v_cache.dtype), (zero, zero, slot, zero)
+  )
+  attn = attend_cached(cfg, q[:, 0], k_cache, v_cache, key_mask)
+  x = x + output_projection(cfg, w, attn[:, None])
+  y, _ = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
+  return x + y, k_cache, v_cache

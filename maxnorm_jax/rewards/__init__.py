@@ -9,8 +9,7 @@ tasks, and a pool of killable worker processes that scores batches while the dev
 The sandbox's guarantees and limits: maxnorm_jax/rewards/SANDBOX.md.
 """
 
-from maxnorm_jax.rewards.builtin import (TASK_VERIFIERS, deadline_for, score_record, task_names,
-                                         verifier_for)
+from maxnorm_jax.rewards.builtin import TASK_VERIFIERS, deadline_for, score_record, task_names, verifier_for
 from maxnorm_jax.rewards.code_verifier import CodeVerifier, extract_code
 from maxnorm_jax.rewards.extract import integer_answer, last_boxed
 from maxnorm_jax.rewards.math_verifier import MathVerifier
@@ -19,8 +18,23 @@ from maxnorm_jax.rewards.sandbox import Sandbox, SandboxResult, detect_mode
 from maxnorm_jax.rewards.score import REJECTED, RejectionCounter, Score, check_reward
 
 __all__ = [
-    "CodeVerifier", "MathVerifier", "PoolHandle", "REJECTED", "RejectionCounter", "Sandbox",
-    "SandboxResult", "Score", "TASK_VERIFIERS", "VerifierPool", "check_reward", "deadline_for",
-    "detect_mode", "extract_code", "integer_answer", "last_boxed", "score_record", "task_names",
-    "verifier_for",
+  "CodeVerifier",
+  "MathVerifier",
+  "PoolHandle",
+  "REJECTED",
+  "RejectionCounter",
+  "Sandbox",
+  "SandboxResult",
+  "Score",
+  "TASK_VERIFIERS",
+  "VerifierPool",
+  "check_reward",
+  "deadline_for",
+  "detect_mode",
+  "extract_code",
+  "integer_answer",
+  "last_boxed",
+  "score_record",
+  "task_names",
+  "verifier_for",
 ]

@@ -65,8 +65,9 @@ class ArithDigitsVerifier:
           matched += 1
       if gold < 0 and p < 0:
         matched += 1
-    return Score(matched / k, 1.0 / k, {"pred": pred, "gold": gold_text, "source": source,
-                                        "matched": matched, "positions": k})
+    return Score(
+      matched / k, 1.0 / k, {"pred": pred, "gold": gold_text, "source": source, "matched": matched, "positions": k}
+    )
 
 
 class ArithNoisyVerifier:
@@ -113,11 +114,11 @@ class MathTaskVerifier:
 
 #: task name -> factory of its verifier.
 TASK_VERIFIERS: dict[str, Callable[..., Any]] = {
-    "arith": ArithVerifier,
-    "arith_digits": ArithDigitsVerifier,
-    "arith_noisy": ArithNoisyVerifier,
-    "code": CodeTaskVerifier,
-    "math": MathTaskVerifier,
+  "arith": ArithVerifier,
+  "arith_digits": ArithDigitsVerifier,
+  "arith_noisy": ArithNoisyVerifier,
+  "code": CodeTaskVerifier,
+  "math": MathTaskVerifier,
 }
 
 #: Default wall-clock deadlines (seconds) of the pool per item, by task.
@@ -171,4 +172,5 @@ def deadline_for(record: dict[str, Any]) -> float:
 def warmup() -> None:
   """Imports what scoring needs (math-verify, sympy) so a pool worker's first item is not slow."""
   from maxnorm_jax.rewards import math_verifier
+
   math_verifier.warmup()

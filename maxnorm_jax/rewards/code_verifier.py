@@ -26,7 +26,7 @@ from maxnorm_jax.rewards.score import Score
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _PY_LANGS = {"", "python", "py", "python3", "py3"}
 
-_HARNESS = r'''
+_HARNESS = r"""
 import ast, os, sys
 def _main():
     fd = int(sys.argv[1])
@@ -57,7 +57,7 @@ def _main():
                 out.flush()
             k += 1
 _main()
-'''
+"""
 
 
 def extract_code(completion: str) -> str | None:
@@ -124,24 +124,40 @@ class CodeVerifier:
     cases = []
     for case in tests:
       r = self.sandbox.run(code, stdin=str(case.get("input", "")))
-      ok = (not r.timed_out and r.returncode == 0 and not r.left_behind and
-            _normalise(r.stdout.decode("utf-8", "replace")) == _normalise(str(case.get("output", ""))))
-      cases.append({"passed": ok, "timed_out": r.timed_out, "returncode": r.returncode,
-                    "left_behind": r.left_behind, "uid": r.uid, "wall_s": round(r.wall_s, 4),
-                    "stderr": r.stderr[-500:].decode("utf-8", "replace")})
-    return {"passed": sum(c["passed"] for c in cases), "cases": cases,
-            "timed_out": any(c["timed_out"] for c in cases)}
+      ok = (
+        not r.timed_out
+        and r.returncode == 0
+        and not r.left_behind
+        and _normalise(r.stdout.decode("utf-8", "replace")) == _normalise(str(case.get("output", "")))
+      )
+      cases.append(
+        {
+          "passed": ok,
+          "timed_out": r.timed_out,
+          "returncode": r.returncode,
+          "left_behind": r.left_behind,
+          "uid": r.uid,
+          "wall_s": round(r.wall_s, 4),
+          "stderr": r.stderr[-500:].decode("utf-8", "replace"),
+        }
+      )
+    return {"passed": sum(c["passed"] for c in cases), "cases": cases, "timed_out": any(c["timed_out"] for c in cases)}
 
   def _run_asserts(self, code: str, tests: str, total: int) -> dict[str, Any]:
     nonce = secrets.token_hex(16)
-    r = self.sandbox.run(_HARNESS, files={"solution.py": code, "tests.py": tests},
-                         pass_fd_data=nonce.encode() + b"\n")
+    r = self.sandbox.run(_HARNESS, files={"solution.py": code, "tests.py": tests}, pass_fd_data=nonce.encode() + b"\n")
     passed = set()
     for line in r.stdout.decode("utf-8", "replace").splitlines():
       parts = line.split()
       if len(parts) == 3 and parts[0] == nonce and parts[1] == "pass" and parts[2].isdigit():
         passed.add(int(parts[2]))
     passed = {k for k in passed if k < total} if not r.left_behind else set()
-    return {"passed": len(passed), "timed_out": r.timed_out, "returncode": r.returncode,
-            "left_behind": r.left_behind, "uid": r.uid,
-            "wall_s": round(r.wall_s, 4), "stderr": r.stderr[-500:].decode("utf-8", "replace")}
+    return {
+      "passed": len(passed),
+      "timed_out": r.timed_out,
+      "returncode": r.returncode,
+      "left_behind": r.left_behind,
+      "uid": r.uid,
+      "wall_s": round(r.wall_s, 4),
+      "stderr": r.stderr[-500:].decode("utf-8", "replace"),
+    }

@@ -20,7 +20,7 @@ def last_boxed(text: str) -> str | None:
         depth -= 1
       i += 1
     if depth == 0:
-      found = text[m.end():i - 1]
+      found = text[m.end() : i - 1]
   return found
 
 

@@ -41,6 +41,7 @@ def _exact_rational(expr: Any, text: str):
   decimal literal (taken digit for digit, not as a float), or an expression without '.', '%',
   symbols or floats that evaluates to a rational (1/2^{99}, \\frac{3}{4}, 2^{10}). Else None."""
   import sympy
+
   t = text.strip()
   if _DECIMAL.fullmatch(t):
     return sympy.Rational(t), "." in t
@@ -78,8 +79,7 @@ def check(completion: str, gold: str) -> dict[str, Any]:
     pred_parsed = parse(completion, parsing_timeout=None)
     extraction = "fallback" if pred_parsed else "none"
     pred_text = str(pred_parsed[-1]) if pred_parsed else ""
-  info: dict[str, Any] = {"pred": pred_text, "gold": gold_text, "extraction": extraction,
-                          "exact": False}
+  info: dict[str, Any] = {"pred": pred_text, "gold": gold_text, "extraction": extraction, "exact": False}
   if not pred_parsed or not gold_parsed:
     info["correct"] = False
     info["parse_failed"] = "pred" if not pred_parsed else "gold"

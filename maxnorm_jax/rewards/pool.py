@@ -27,7 +27,6 @@ from maxnorm_jax.rewards import builtin
 from maxnorm_jax.rewards.score import REJECTED, RejectionCounter, Score, check_reward
 from maxnorm_jax.rewards.worker import WorkerProcess
 
-
 #: Consecutive worker deaths before "ready" after which the pool gives up (no respawn loop).
 MAX_START_FAILURES = 3
 
@@ -69,9 +68,11 @@ class PoolHandle:
   def arrays(self, timeout: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rewards float32, valid bool, resolution float32) arrays; rejected items have valid False."""
     scores = self.result(timeout)
-    return (np.array([s.reward for s in scores], np.float32),
-            np.array([s.valid for s in scores], bool),
-            np.array([s.resolution for s in scores], np.float32))
+    return (
+      np.array([s.reward for s in scores], np.float32),
+      np.array([s.valid for s in scores], bool),
+      np.array([s.resolution for s in scores], np.float32),
+    )
 
 
 class _Slot:
@@ -97,9 +98,13 @@ class VerifierPool:
     warmup: importable function each worker runs once at start (default: import math-verify).
   """
 
-  def __init__(self, num_workers: int = 2, score_fn: Callable[[str, Any], Any] = builtin.score_record,
-               timeout_s: float | Callable[[Any], float] | None = None,
-               warmup: Callable[[], Any] | None = builtin.warmup):
+  def __init__(
+    self,
+    num_workers: int = 2,
+    score_fn: Callable[[str, Any], Any] = builtin.score_record,
+    timeout_s: float | Callable[[Any], float] | None = None,
+    warmup: Callable[[], Any] | None = builtin.warmup,
+  ):
     if num_workers < 1:
       raise ValueError("num_workers must be >= 1")
     self._fn = score_fn
@@ -203,8 +208,10 @@ class VerifierPool:
             if not slot.ready:
               self._start_failures += 1
               if self._start_failures >= MAX_START_FAILURES:
-                self._break(f"{self._start_failures} worker processes died before they were ready "
-                            "(is score_fn importable, does warmup work?)")
+                self._break(
+                  f"{self._start_failures} worker processes died before they were ready "
+                  "(is score_fn importable, does warmup work?)"
+                )
                 return
             self._replace(i)
             continue
@@ -221,8 +228,7 @@ class VerifierPool:
       now = time.monotonic()
       for i, slot in enumerate(list(self._slots)):
         if slot.job is not None and now >= slot.deadline:
-          self._finish(slot, Score(0.0, 1.0, {"timeout": True, "timeout_s": slot.timeout_s,
-                                              "worker_replaced": True}))
+          self._finish(slot, Score(0.0, 1.0, {"timeout": True, "timeout_s": slot.timeout_s, "worker_replaced": True}))
           self._replace(i)
 
   def _break(self, why: str) -> None:

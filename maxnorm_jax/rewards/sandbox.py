@@ -99,16 +99,25 @@ class SandboxResult:
 
 def _run_quiet(argv: list[str], timeout: float = 10.0) -> bool:
   try:
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=timeout, env=_base_env())
+    r = subprocess.run(
+      argv,
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+      timeout=timeout,
+      env=_base_env(),
+    )
     return r.returncode == 0
   except (OSError, subprocess.TimeoutExpired):
     return False
 
 
 def _base_env() -> dict[str, str]:
-  return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-          "LC_ALL": "C.UTF-8"}
+  return {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+  }
 
 
 @functools.lru_cache(maxsize=None)
@@ -118,11 +127,9 @@ def detect_mode() -> str:
   if not tools:
     return "none"
   ns = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--uts"]
-  if os.geteuid() == 0 and _run_quiet(ns + ["setpriv", "--reuid=1000123", "--regid=1000123",
-                                             "--clear-groups", "true"]):
+  if os.geteuid() == 0 and _run_quiet(ns + ["setpriv", "--reuid=1000123", "--regid=1000123", "--clear-groups", "true"]):
     return "root"
-  if _run_quiet(["unshare", "--map-root-user"] + ns[1:] +
-                ["mount", "-t", "tmpfs", "none", "/tmp"]):
+  if _run_quiet(["unshare", "--map-root-user"] + ns[1:] + ["mount", "-t", "tmpfs", "none", "/tmp"]):
     return "userns"
   return "none"
 
@@ -151,16 +158,22 @@ def _warn_once(mode: str) -> None:
   if mode not in _WARNED:
     _WARNED.add(mode)
     logging.getLogger(__name__).warning(
-        "code sandbox runs in degraded mode %r (%s); see maxnorm_jax/rewards/SANDBOX.md", mode,
-        "no uid change" if mode == "userns" else "no namespaces: no network or process isolation")
+      "code sandbox runs in degraded mode %r (%s); see maxnorm_jax/rewards/SANDBOX.md",
+      mode,
+      "no uid change" if mode == "userns" else "no namespaces: no network or process isolation",
+    )
 
 
 def _interpreter_candidates(unprivileged: bool = False) -> list[str]:
   """Interpreters to try, this process's own first; with `unprivileged`, only those that a uid
   without rights can execute (a venv whose python lives in root's home is skipped)."""
   seen, out = set(), []
-  for p in (os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3",
-            shutil.which("python3") or ""):
+  for p in (
+    os.path.realpath(sys.executable),
+    "/usr/bin/python3",
+    "/usr/local/bin/python3",
+    shutil.which("python3") or "",
+  ):
     if unprivileged and p and not others_can_execute(p):
       continue
     if p and os.path.exists(p) and p not in seen:
@@ -186,9 +199,18 @@ class Sandbox:
       pointing into /root/.pyenv is not; /usr/bin/python3 usually is).
   """
 
-  def __init__(self, timeout_s: float = 5.0, memory_mb: int = 512, max_processes: int = 16,
-               max_file_mb: int = 16, max_open_files: int = 64, tmpfs_mb: int = 64,
-               output_limit: int = 1 << 20, mode: str = "auto", python: str | None = None):
+  def __init__(
+    self,
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+    max_processes: int = 16,
+    max_file_mb: int = 16,
+    max_open_files: int = 64,
+    tmpfs_mb: int = 64,
+    output_limit: int = 1 << 20,
+    mode: str = "auto",
+    python: str | None = None,
+  ):
     self.timeout_s = float(timeout_s)
     self.memory_mb = int(memory_mb)
     self.max_processes = int(max_processes)
@@ -223,13 +245,20 @@ class Sandbox:
       if r.returncode == 0 and r.stdout.strip() == b"42":
         return cand
     raise RuntimeError(
-        f"no Python interpreter runs inside the {self.mode!r} sandbox (tried "
-        f"{_interpreter_candidates(self.mode == 'root')}); pass python= an interpreter the sandbox user can execute")
+      f"no Python interpreter runs inside the {self.mode!r} sandbox (tried "
+      f"{_interpreter_candidates(self.mode == 'root')}); pass python= an interpreter the sandbox user can execute"
+    )
 
   # --- running -----------------------------------------------------------------------------
 
-  def run(self, source: str, stdin: bytes | str = b"", files: dict[str, str] | None = None,
-          timeout_s: float | None = None, pass_fd_data: bytes | None = None) -> SandboxResult:
+  def run(
+    self,
+    source: str,
+    stdin: bytes | str = b"",
+    files: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    pass_fd_data: bytes | None = None,
+  ) -> SandboxResult:
     """Runs `source` as main.py in a fresh folder with `files` beside it.
 
     Args:
@@ -241,18 +270,30 @@ class Sandbox:
         program's sys.argv[1] (read once): a channel for a secret that the program under test
         cannot read back later.
     """
-    return self._run_argv(self.python, source, stdin, files, timeout_s or self.timeout_s,
-                          pass_fd_data)
+    return self._run_argv(self.python, source, stdin, files, timeout_s or self.timeout_s, pass_fd_data)
 
   def _limits(self, timeout_s: float) -> list[str]:
     cpu = max(1, int(timeout_s + 1.999))
     mb = 1 << 20
-    return ["prlimit", f"--cpu={cpu}", f"--as={self.memory_mb * mb}", f"--nproc={self.max_processes}",
-            f"--fsize={self.max_file_mb * mb}", f"--nofile={self.max_open_files}", "--core=0"]
+    return [
+      "prlimit",
+      f"--cpu={cpu}",
+      f"--as={self.memory_mb * mb}",
+      f"--nproc={self.max_processes}",
+      f"--fsize={self.max_file_mb * mb}",
+      f"--nofile={self.max_open_files}",
+      "--core=0",
+    ]
 
-  def _run_argv(self, python: str, source: str, stdin: bytes | str,
-                files: dict[str, str] | None, timeout_s: float,
-                pass_fd_data: bytes | None = None) -> SandboxResult:
+  def _run_argv(
+    self,
+    python: str,
+    source: str,
+    stdin: bytes | str,
+    files: dict[str, str] | None,
+    timeout_s: float,
+    pass_fd_data: bytes | None = None,
+  ) -> SandboxResult:
     if isinstance(stdin, str):
       stdin = stdin.encode()
     host = tempfile.mkdtemp(prefix="maxnorm_sandbox_")
@@ -281,21 +322,71 @@ class Sandbox:
       if self.mode == "root":
         uid = random.randrange(1_000_000, 1_900_000)
         env["HOME"] = "/var/tmp"
-        inner = self._limits(timeout_s) + [
-            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-            "--inh-caps=-all", "--bounding-set=-all", "--"] + py
-        argv = (["setpriv", "--pdeathsig", "KILL", "--",
-                 "unshare", "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
-                 "--ipc", "--uts", "--", "/bin/sh", "-c", _INIT_SCRIPT, "init", host, str(uid),
-                 str(self.tmpfs_mb)] + inner)
+        inner = (
+          self._limits(timeout_s)
+          + [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+          ]
+          + py
+        )
+        argv = [
+          "setpriv",
+          "--pdeathsig",
+          "KILL",
+          "--",
+          "unshare",
+          "--net",
+          "--pid",
+          "--fork",
+          "--kill-child",
+          "--mount",
+          "--mount-proc",
+          "--ipc",
+          "--uts",
+          "--",
+          "/bin/sh",
+          "-c",
+          _INIT_SCRIPT,
+          "init",
+          host,
+          str(uid),
+          str(self.tmpfs_mb),
+        ] + inner
         cwd = "/"
       elif self.mode == "userns":
         env["HOME"] = "/var/tmp"
         inner = self._limits(timeout_s) + py
-        argv = (["setpriv", "--pdeathsig", "KILL", "--",
-                 "unshare", "--map-root-user", "--net", "--pid", "--fork", "--kill-child",
-                 "--mount", "--mount-proc", "--ipc", "--uts", "--", "/bin/sh", "-c", _INIT_SCRIPT,
-                 "init", host, "0", str(self.tmpfs_mb)] + inner)
+        argv = [
+          "setpriv",
+          "--pdeathsig",
+          "KILL",
+          "--",
+          "unshare",
+          "--map-root-user",
+          "--net",
+          "--pid",
+          "--fork",
+          "--kill-child",
+          "--mount",
+          "--mount-proc",
+          "--ipc",
+          "--uts",
+          "--",
+          "/bin/sh",
+          "-c",
+          _INIT_SCRIPT,
+          "init",
+          host,
+          "0",
+          str(self.tmpfs_mb),
+        ] + inner
         cwd = "/"
       else:
         env["HOME"] = prog_dir
@@ -320,9 +411,18 @@ class Sandbox:
     start = time.monotonic()
     timed_out = False
     with open(in_path, "rb") as fin, open(out_path, "wb") as fout, open(err_path, "wb") as ferr:
-      proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=cwd, env=env,
-                              start_new_session=True, close_fds=True, pass_fds=pass_fds,
-                              preexec_fn=preexec)
+      proc = subprocess.Popen(
+        argv,
+        stdin=fin,
+        stdout=fout,
+        stderr=ferr,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=pass_fds,
+        preexec_fn=preexec,
+      )
       try:
         proc.wait(timeout=timeout_s)
       except subprocess.TimeoutExpired:
@@ -331,10 +431,17 @@ class Sandbox:
     wall = time.monotonic() - start
     stdout = self._read_capped(out_path)
     stderr = self._read_capped(err_path)
-    left = (not timed_out and self.mode != "none" and proc.returncode == LEFTOVER_STATUS)
-    return SandboxResult(returncode=None if timed_out else proc.returncode, stdout=stdout,
-                         stderr=stderr, timed_out=timed_out, wall_s=wall, isolation=self.mode,
-                         uid=uid, left_behind=left)
+    left = not timed_out and self.mode != "none" and proc.returncode == LEFTOVER_STATUS
+    return SandboxResult(
+      returncode=None if timed_out else proc.returncode,
+      stdout=stdout,
+      stderr=stderr,
+      timed_out=timed_out,
+      wall_s=wall,
+      isolation=self.mode,
+      uid=uid,
+      left_behind=left,
+    )
 
   def _kill_tree(self, proc: subprocess.Popen) -> None:
     """SIGKILLs the run's process group (and with it, via --kill-child, its pid namespace)."""
@@ -354,11 +461,17 @@ class Sandbox:
   def _preexec_limits(self, timeout_s: float):
     cpu = max(1, int(timeout_s + 1.999))
     mb = 1 << 20
-    limits = [(resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, self.memory_mb * mb),
-              (resource.RLIMIT_NPROC, self.max_processes), (resource.RLIMIT_FSIZE, self.max_file_mb * mb),
-              (resource.RLIMIT_NOFILE, self.max_open_files), (resource.RLIMIT_CORE, 0)]
+    limits = [
+      (resource.RLIMIT_CPU, cpu),
+      (resource.RLIMIT_AS, self.memory_mb * mb),
+      (resource.RLIMIT_NPROC, self.max_processes),
+      (resource.RLIMIT_FSIZE, self.max_file_mb * mb),
+      (resource.RLIMIT_NOFILE, self.max_open_files),
+      (resource.RLIMIT_CORE, 0),
+    ]
 
     def apply():
       for which, value in limits:
         resource.setrlimit(which, (value, value))
+
     return apply

@@ -30,6 +30,7 @@ def _set_parent_death_signal() -> None:
   try:
     import ctypes
     import signal
+
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
   except Exception:  # not Linux: the worker still exits on EOF of its pipe
     pass
@@ -41,6 +42,7 @@ def _entry(fd: int) -> None:
   IN_WORKER = True
   _set_parent_death_signal()
   import logging
+
   logging.getLogger("math_verify").setLevel(logging.ERROR)
   conn = mpc.Connection(fd)
   fn, warmup = conn.recv()
@@ -87,8 +89,11 @@ class WorkerProcess:
     env["TMPDIR"] = self.tmpdir
     fd = child_sock.fileno()
     self.process = subprocess.Popen(
-        [sys.executable, "-c", f"from maxnorm_jax.rewards.worker import _entry; _entry({fd})"],
-        pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL)
+      [sys.executable, "-c", f"from maxnorm_jax.rewards.worker import _entry; _entry({fd})"],
+      pass_fds=(fd,),
+      env=env,
+      stdin=subprocess.DEVNULL,
+    )
     child_sock.close()
     self._conn = mpc.Connection(parent_sock.detach())
     self._conn.send((fn, warmup))

@@ -13,76 +13,76 @@ import jax.numpy as jnp
 
 
 def first_argmax(x: jax.Array) -> jax.Array:
-    """Index of the first maximum over the last axis (max, then the first index equal to it;
-    cheaper than XLA's CPU argmax). x [..., V] -> [...] int32."""
-    v = x.shape[-1]
-    is_max = x == jnp.max(x, axis=-1, keepdims=True)
-    iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
-    return jnp.min(jnp.where(is_max, iota, v), axis=-1)
+  """Index of the first maximum over the last axis (max, then the first index equal to it;
+  cheaper than XLA's CPU argmax). x [..., V] -> [...] int32."""
+  v = x.shape[-1]
+  is_max = x == jnp.max(x, axis=-1, keepdims=True)
+  iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+  return jnp.min(jnp.where(is_max, iota, v), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Greedy:
-    """The most likely token; its logprob is that of the model's (temperature 1) distribution."""
+  """The most likely token; its logprob is that of the model's (temperature 1) distribution."""
 
-    uses_key = False
+  uses_key = False
 
-    def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        del key
-        logits = logits.astype(jnp.float32)
-        v = logits.shape[-1]
-        top = jnp.max(logits, axis=-1, keepdims=True)  # shared by the argmax and the logsumexp
-        iota = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
-        tokens = jnp.min(jnp.where(logits == top, iota, v), axis=-1)
-        log_z = top[:, 0] + jnp.log(jnp.sum(jnp.exp(logits - top), axis=-1))
-        return tokens, top[:, 0] - log_z  # the chosen logit is the max
+  def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    del key
+    logits = logits.astype(jnp.float32)
+    v = logits.shape[-1]
+    top = jnp.max(logits, axis=-1, keepdims=True)  # shared by the argmax and the logsumexp
+    iota = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
+    tokens = jnp.min(jnp.where(logits == top, iota, v), axis=-1)
+    log_z = top[:, 0] + jnp.log(jnp.sum(jnp.exp(logits - top), axis=-1))
+    return tokens, top[:, 0] - log_z  # the chosen logit is the max
 
 
 @dataclasses.dataclass(frozen=True)
 class Categorical:
-    """Ancestral sampling from softmax(logits / temperature), restricted to the `top_k` most likely
-    tokens (0: no limit) and to the smallest set whose probability reaches `top_p` (1: no limit)."""
+  """Ancestral sampling from softmax(logits / temperature), restricted to the `top_k` most likely
+  tokens (0: no limit) and to the smallest set whose probability reaches `top_p` (1: no limit)."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    uses_key = True
+  temperature: float = 1.0
+  top_p: float = 1.0
+  top_k: int = 0
+  uses_key = True
 
-    def __post_init__(self):
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for Categorical, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+  def __post_init__(self):
+    if self.temperature <= 0:
+      raise ValueError(f"temperature must be > 0 for Categorical, got {self.temperature}")
+    if not 0 < self.top_p <= 1:
+      raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+    if self.top_k < 0:
+      raise ValueError(f"top_k must be >= 0, got {self.top_k}")
 
-    def log_probs(self, logits: jax.Array) -> jax.Array:
-        """The log-probabilities [B, V] of the distribution tokens are drawn from (-inf outside)."""
-        x = logits.astype(jnp.float32) / self.temperature
-        neg_inf = jnp.asarray(-jnp.inf, x.dtype)
-        if 0 < self.top_k < x.shape[-1]:
-            kth = jax.lax.top_k(x, self.top_k)[0][..., -1:]
-            x = jnp.where(x < kth, neg_inf, x)
-        if self.top_p < 1.0:
-            sorted_x = -jnp.sort(-x, axis=-1)
-            p = jax.nn.softmax(sorted_x, axis=-1)
-            before = jnp.cumsum(p, axis=-1) - p  # probability mass strictly above each token
-            kept = jnp.sum(before < self.top_p, axis=-1, keepdims=True)  # >= 1
-            threshold = jnp.take_along_axis(sorted_x, kept - 1, axis=-1)
-            x = jnp.where(x < threshold, neg_inf, x)
-        return jax.nn.log_softmax(x, axis=-1)
+  def log_probs(self, logits: jax.Array) -> jax.Array:
+    """The log-probabilities [B, V] of the distribution tokens are drawn from (-inf outside)."""
+    x = logits.astype(jnp.float32) / self.temperature
+    neg_inf = jnp.asarray(-jnp.inf, x.dtype)
+    if 0 < self.top_k < x.shape[-1]:
+      kth = jax.lax.top_k(x, self.top_k)[0][..., -1:]
+      x = jnp.where(x < kth, neg_inf, x)
+    if self.top_p < 1.0:
+      sorted_x = -jnp.sort(-x, axis=-1)
+      p = jax.nn.softmax(sorted_x, axis=-1)
+      before = jnp.cumsum(p, axis=-1) - p  # probability mass strictly above each token
+      kept = jnp.sum(before < self.top_p, axis=-1, keepdims=True)  # >= 1
+      threshold = jnp.take_along_axis(sorted_x, kept - 1, axis=-1)
+      x = jnp.where(x < threshold, neg_inf, x)
+    return jax.nn.log_softmax(x, axis=-1)
 
-    def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        logp = self.log_probs(logits)
-        tokens = jax.random.categorical(key, logp, axis=-1).astype(jnp.int32)
-        return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
+  def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    logp = self.log_probs(logits)
+    tokens = jax.random.categorical(key, logp, axis=-1).astype(jnp.int32)
+    return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
 
 
 SamplingMethod = Greedy | Categorical
 
 
 def make_method(temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0) -> SamplingMethod:
-    """Greedy when temperature == 0, else Categorical(temperature, top_p, top_k)."""
-    if temperature == 0:
-        return Greedy()
-    return Categorical(float(temperature), float(top_p), int(top_k))
+  """Greedy when temperature == 0, else Categorical(temperature, top_p, top_k)."""
+  if temperature == 0:
+    return Greedy()
+  return Categorical(float(temperature), float(top_p), int(top_k))

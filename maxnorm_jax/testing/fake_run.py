@@ -26,89 +26,104 @@ RESUMED_REWARD = 0.875
 T0 = 1_700_000_000.0
 
 ALWAYS = (
-    "reward_mean", "kl_mean", "kl_p95", "acr", "zero_group_frac", "subres_frac",
-    "inv_scale_p50", "inv_scale_p95", "inv_scale_p99", "scale_p50", "scale_p95", "scale_p99",
-    "clip_frac", "entropy", "response_len_mean", "grad_norm",
-    "time/generate", "time/verify", "time/logprobs", "time/update", "time/step",
+  "reward_mean",
+  "kl_mean",
+  "kl_p95",
+  "acr",
+  "zero_group_frac",
+  "subres_frac",
+  "inv_scale_p50",
+  "inv_scale_p95",
+  "inv_scale_p99",
+  "scale_p50",
+  "scale_p95",
+  "scale_p99",
+  "clip_frac",
+  "entropy",
+  "response_len_mean",
+  "grad_norm",
+  "time/generate",
+  "time/verify",
+  "time/logprobs",
+  "time/update",
+  "time/step",
 )
 DIAGNOSTICS = ("r_over_kl", "dir_cardinal", "cos_reward_neg_kl")
 EVALS = ("eval/reward_mean", "eval/pass@1", "eval/avg@k")
 
 
 def reward_mean(step):
-    """The reward_mean written for a step (before the resumed line of RESUMED_STEP)."""
-    return 0.1 * step
+  """The reward_mean written for a step (before the resumed line of RESUMED_STEP)."""
+  return 0.1 * step
 
 
 def _train_line(step, reward):
-    line = {"step": step, "time": T0 + 10.0 * step}
-    for i, name in enumerate(ALWAYS):
-        line[name] = float(0.01 * (i + 1) * step)
-    line["reward_mean"] = reward
-    line["kl_mean"] = 0.001 * step
-    line["kl_p95"] = None if step == 2 else 0.003 * step
-    line["inv_scale_p95"] = 2.0 * step
-    line["inv_scale_p99"] = 10.0 * step
-    if step % 2 == 0:
-        line.update({"r_over_kl": 5.0 * step, "dir_cardinal": 0.5, "cos_reward_neg_kl": -0.1})
-    if step in (3, 6):
-        line.update({"eval/reward_mean": 0.05 * step, "eval/pass@1": 0.04 * step,
-                     "eval/avg@k": 0.045 * step})
-    return line
+  line = {"step": step, "time": T0 + 10.0 * step}
+  for i, name in enumerate(ALWAYS):
+    line[name] = float(0.01 * (i + 1) * step)
+  line["reward_mean"] = reward
+  line["kl_mean"] = 0.001 * step
+  line["kl_p95"] = None if step == 2 else 0.003 * step
+  line["inv_scale_p95"] = 2.0 * step
+  line["inv_scale_p99"] = 10.0 * step
+  if step % 2 == 0:
+    line.update({"r_over_kl": 5.0 * step, "dir_cardinal": 0.5, "cos_reward_neg_kl": -0.1})
+  if step in (3, 6):
+    line.update({"eval/reward_mean": 0.05 * step, "eval/pass@1": 0.04 * step, "eval/avg@k": 0.045 * step})
+  return line
 
 
 def _card(step, seed):
-    """A card [P, G] of one step; group 0 all-equal (invalid), the last group half masked."""
-    rng = np.random.default_rng(seed)
-    rewards = rng.integers(0, 2, size=(P, G)).astype(np.float32)
-    rewards[0] = 1.0
-    rewards[1] = np.array([0.0, 1.0, 0.0, 1.0], np.float32)
-    mask = np.ones((P, G), bool)
-    mask[P - 1, G // 2:] = False
-    protocol_rewards = np.round(rewards / DELTA_RES) * DELTA_RES
-    valid = np.array([np.ptp(r[m]) > 0 for r, m in zip(protocol_rewards, mask)])
-    numerator = np.zeros((P, G), np.float32)
-    scale = np.ones((P,), np.float32)
-    for p in range(P):
-        r = protocol_rewards[p][mask[p]]
-        n = len(r)
-        loo = (r.sum() - r) / max(n - 1, 1)
-        numerator[p, mask[p]] = r - loo
-        scale[p] = max(float(np.abs(numerator[p]).max()), DELTA_RES)
-    advantages = np.where(mask & valid[:, None], numerator / scale[:, None], 0.0)
-    kl_weight = np.where(valid, 1.0 / scale, 0.0)
-    return dict(
-        rewards=rewards,
-        protocol_rewards=protocol_rewards.astype(np.float32),
-        mask=mask,
-        numerator=numerator,
-        scale=scale,
-        advantages=advantages.astype(np.float32),
-        kl_weight=kl_weight.astype(np.float32),
-        valid=valid,
-    )
+  """A card [P, G] of one step; group 0 all-equal (invalid), the last group half masked."""
+  rng = np.random.default_rng(seed)
+  rewards = rng.integers(0, 2, size=(P, G)).astype(np.float32)
+  rewards[0] = 1.0
+  rewards[1] = np.array([0.0, 1.0, 0.0, 1.0], np.float32)
+  mask = np.ones((P, G), bool)
+  mask[P - 1, G // 2 :] = False
+  protocol_rewards = np.round(rewards / DELTA_RES) * DELTA_RES
+  valid = np.array([np.ptp(r[m]) > 0 for r, m in zip(protocol_rewards, mask)])
+  numerator = np.zeros((P, G), np.float32)
+  scale = np.ones((P,), np.float32)
+  for p in range(P):
+    r = protocol_rewards[p][mask[p]]
+    n = len(r)
+    loo = (r.sum() - r) / max(n - 1, 1)
+    numerator[p, mask[p]] = r - loo
+    scale[p] = max(float(np.abs(numerator[p]).max()), DELTA_RES)
+  advantages = np.where(mask & valid[:, None], numerator / scale[:, None], 0.0)
+  kl_weight = np.where(valid, 1.0 / scale, 0.0)
+  return dict(
+    rewards=rewards,
+    protocol_rewards=protocol_rewards.astype(np.float32),
+    mask=mask,
+    numerator=numerator,
+    scale=scale,
+    advantages=advantages.astype(np.float32),
+    kl_weight=kl_weight.astype(np.float32),
+    valid=valid,
+  )
 
 
 def write_synthetic_run(workdir, method=METHOD):
-    """Writes the synthetic run into ``workdir`` (created if needed) and returns ``workdir``."""
-    workdir = os.fspath(workdir)
-    os.makedirs(os.path.join(workdir, "cards"), exist_ok=True)
-    lines = [{"step": 0, "time": T0, "eval/reward_mean": 0.0, "eval/pass@1": 0.0,
-              "eval/avg@k": 0.0}]
-    for step in STEPS:
-        lines.append(_train_line(step, reward_mean(step)))
-        if step == 5:  # the run resumes from step 4's checkpoint and writes step 4 again
-            lines.append(_train_line(RESUMED_STEP, RESUMED_REWARD))
-    with open(os.path.join(workdir, "metrics.jsonl"), "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(json.dumps(line) + "\n")
-    for step in CARD_STEPS:
-        np.savez(os.path.join(workdir, "cards", f"step_{step:06d}.npz"), **_card(step, seed=step))
-    config = {
-        "method": method,
-        "advantage": {"estimator": ESTIMATOR, "params": {"tau_res": DELTA_RES}},
-        "protocol": {"delta_res": DELTA_RES, "gate": True, "binning": True},
-    }
-    with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    return workdir
+  """Writes the synthetic run into ``workdir`` (created if needed) and returns ``workdir``."""
+  workdir = os.fspath(workdir)
+  os.makedirs(os.path.join(workdir, "cards"), exist_ok=True)
+  lines = [{"step": 0, "time": T0, "eval/reward_mean": 0.0, "eval/pass@1": 0.0, "eval/avg@k": 0.0}]
+  for step in STEPS:
+    lines.append(_train_line(step, reward_mean(step)))
+    if step == 5:  # the run resumes from step 4's checkpoint and writes step 4 again
+      lines.append(_train_line(RESUMED_STEP, RESUMED_REWARD))
+  with open(os.path.join(workdir, "metrics.jsonl"), "w", encoding="utf-8") as f:
+    for line in lines:
+      f.write(json.dumps(line) + "\n")
+  for step in CARD_STEPS:
+    np.savez(os.path.join(workdir, "cards", f"step_{step:06d}.npz"), **_card(step, seed=step))
+  config = {
+    "method": method,
+    "advantage": {"estimator": ESTIMATOR, "params": {"tau_res": DELTA_RES}},
+    "protocol": {"delta_res": DELTA_RES, "gate": True, "binning": True},
+  }
+  with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2)
+  return workdir

@@ -11,8 +11,17 @@ import math
 import numpy as np
 
 LOOP_NAMES = (
-    "grpo", "dr_grpo", "rloo", "maxnorm_rloo", "maxnorm_dr_grpo", "p90", "gopo", "f_grpo",
-    "reinforce_pp", "reinforce_pp_baseline", "grpo_beta_comp",
+  "grpo",
+  "dr_grpo",
+  "rloo",
+  "maxnorm_rloo",
+  "maxnorm_dr_grpo",
+  "p90",
+  "gopo",
+  "f_grpo",
+  "reinforce_pp",
+  "reinforce_pp_baseline",
+  "grpo_beta_comp",
 )
 VECTORISED_NAMES = ("grpo", "dr_grpo", "rloo", "maxnorm_rloo", "maxnorm_dr_grpo", "p90")
 
@@ -137,8 +146,9 @@ def vectorised_advantages(name, rewards, mask=None, **params) -> np.ndarray:
   return np.where(mask & valid[:, None], c, 0.0)
 
 
-def loop_avspo(rewards, mask, tau_adapt, *, std_ddof=1, eps=1e-6, tau_collapse=1e-6, alpha=0.5,
-               r_anchor=0.1) -> np.ndarray:
+def loop_avspo(
+  rewards, mask, tau_adapt, *, std_ddof=1, eps=1e-6, tau_collapse=1e-6, alpha=0.5, r_anchor=0.1
+) -> np.ndarray:
   """AVSPO advantages [P, G] for a given incoming threshold, one group at a time."""
   rewards = np.asarray(rewards, np.float64)
   mask = np.asarray(mask, bool)

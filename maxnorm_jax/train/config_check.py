@@ -11,123 +11,142 @@ from maxnorm_jax.train.optimizer import SCHEDULES
 
 FILTER_MODES = ("none", "drop", "resample")
 KL_PLACES = ("loss", "reward")
-REQUIRED_SECTIONS = ("model", "mesh", "data", "reward", "rollout", "advantage", "protocol", "filter", "overlong",
-                     "loss", "train", "optim", "sft", "eval", "checkpoint", "log")
+REQUIRED_SECTIONS = (
+  "model",
+  "mesh",
+  "data",
+  "reward",
+  "rollout",
+  "advantage",
+  "protocol",
+  "filter",
+  "overlong",
+  "loss",
+  "train",
+  "optim",
+  "sft",
+  "eval",
+  "checkpoint",
+  "log",
+)
 
 
 class ConfigError(ValueError):
-    """A config value that cannot run; the message starts with the key."""
+  """A config value that cannot run; the message starts with the key."""
 
 
 def _fail(key: str, message: str):
-    raise ConfigError(f"config.{key}: {message}")
+  raise ConfigError(f"config.{key}: {message}")
 
 
 def _positive_int(c, key: str, minimum: int = 1):
-    section, name = key.split(".")
-    value = c[section][name]
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        _fail(key, f"must be an integer >= {minimum}, got {value!r}")
+  section, name = key.split(".")
+  value = c[section][name]
+  if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    _fail(key, f"must be an integer >= {minimum}, got {value!r}")
 
 
 def _choice(c, key: str, choices):
-    section, name = key.split(".")
-    value = c[section][name]
-    if value not in choices:
-        _fail(key, f"must be one of {list(choices)}, got {value!r}")
+  section, name = key.split(".")
+  value = c[section][name]
+  if value not in choices:
+    _fail(key, f"must be one of {list(choices)}, got {value!r}")
 
 
 def _nonneg(c, key: str):
-    section, name = key.split(".")
-    value = c[section][name]
-    if not isinstance(value, (int, float)) or value < 0:
-        _fail(key, f"must be a number >= 0, got {value!r}")
+  section, name = key.split(".")
+  value = c[section][name]
+  if not isinstance(value, (int, float)) or value < 0:
+    _fail(key, f"must be a number >= 0, got {value!r}")
 
 
 def validate(c: Any) -> None:
-    """Raises ConfigError naming the first invalid key."""
-    for s in REQUIRED_SECTIONS:
-        if s not in c:
-            _fail(s, "missing section")
-    # model and mesh
-    _choice(c, "model.kind", ("tiny", "hf"))
-    if c.model.kind == "hf" and not c.model.path:
-        _fail("model.path", "a Hugging Face checkpoint directory is required when model.kind='hf'")
-    for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
-        _positive_int(c, f"model.{key}")
-    if c.model.num_heads % c.model.num_kv_heads:
-        _fail("model.num_heads", f"{c.model.num_heads} is not a multiple of model.num_kv_heads={c.model.num_kv_heads}")
-    for axis, size in c.mesh.items():
-        if axis not in MESH_AXES:
-            _fail(f"mesh.{axis}", f"unknown mesh axis; known: {list(MESH_AXES)}")
-        if not isinstance(size, int) or (size < 1 and size != -1):
-            _fail(f"mesh.{axis}", f"must be a positive integer or -1, got {size!r}")
-    if sum(1 for s in c.mesh.values() if s == -1) > 1:
-        _fail("mesh", "at most one axis may be -1")
-    # data, rollout, reward
-    if not c.data.source:
-        _fail("data.source", "must name a file, a glob or builtin:<task>")
-    _positive_int(c, "data.batch_size")
-    _positive_int(c, "data.max_prompt_len")
-    _choice(c, "data.prompt_format", ("plain", "chat"))
-    _positive_int(c, "rollout.group_size", 2)
-    _positive_int(c, "rollout.max_new_tokens")
-    if not c.rollout.temperature > 0:
-        _fail("rollout.temperature", f"must be > 0 for sampling, got {c.rollout.temperature!r}")
-    if not 0 < c.rollout.top_p <= 1:
-        _fail("rollout.top_p", f"must lie in (0, 1], got {c.rollout.top_p!r}")
-    _positive_int(c, "rollout.top_k", 0)
-    _positive_int(c, "reward.num_workers")
-    _nonneg(c, "reward.timeout_s")
-    # advantage, protocol, filter
-    name = c.advantage.estimator
-    if name not in advantages.names():
-        _fail("advantage.estimator", f"unknown estimator {name!r}; known: {advantages.names()}")
-    allowed = advantages.params_of(name)
-    for key in c.advantage.params:
-        if key not in allowed:
-            _fail(f"advantage.params.{key}", f"estimator {name!r} takes {sorted(allowed)}")
-    if not c.protocol.delta_res > 0:
-        _fail("protocol.delta_res", f"must be > 0, got {c.protocol.delta_res!r}")
-    _choice(c, "protocol.zero_group", protocol.ZERO_GROUP_MODES)
-    _choice(c, "filter.mode", FILTER_MODES)
-    _positive_int(c, "filter.max_rounds")
-    _nonneg(c, "filter.collapse_std")
-    _positive_int(c, "overlong.buffer_len")
-    if c.overlong.buffer_len > c.rollout.max_new_tokens:
-        _fail("overlong.buffer_len", f"{c.overlong.buffer_len} exceeds rollout.max_new_tokens={c.rollout.max_new_tokens}")
-    # loss
-    _choice(c, "loss.surrogate", losses.SURROGATES)
-    _choice(c, "loss.aggregation", losses.AGGREGATION_MODES)
-    _choice(c, "loss.kl_kind", losses.KL_KINDS)
-    _choice(c, "loss.kl_in", KL_PLACES)
-    for key in ("clip_low", "clip_high", "beta", "entropy_coef"):
-        _nonneg(c, f"loss.{key}")
-    if c.loss.dual_clip and c.loss.dual_clip <= 1:
-        _fail("loss.dual_clip", f"must be 0 (off) or > 1, got {c.loss.dual_clip!r}")
-    # train, optim, sft, eval, checkpoint, log
-    _positive_int(c, "train.steps")
-    _positive_int(c, "train.ppo_epochs")
-    _positive_int(c, "train.minibatches")
-    _positive_int(c, "train.grad_accum")
-    rows = c.data.batch_size * c.rollout.group_size
-    if rows % (c.train.minibatches * c.train.grad_accum):
-        _fail("train.minibatches", f"data.batch_size x rollout.group_size = {rows} sequences do not split into "
-                                   f"{c.train.minibatches} minibatches x train.grad_accum={c.train.grad_accum}")
-    if not c.optim.lr > 0:
-        _fail("optim.lr", f"must be > 0, got {c.optim.lr!r}")
-    _positive_int(c, "optim.warmup_steps", 0)
-    _choice(c, "optim.schedule", SCHEDULES)
-    _nonneg(c, "optim.weight_decay")
-    _nonneg(c, "optim.max_grad_norm")
-    _positive_int(c, "sft.steps", 0)
-    _positive_int(c, "sft.batch_size")
-    _positive_int(c, "eval.every", 0)
-    _positive_int(c, "eval.num_prompts")
-    _positive_int(c, "eval.k")
-    _positive_int(c, "checkpoint.every", 0)
-    _positive_int(c, "checkpoint.max_to_keep")
-    _positive_int(c, "log.diagnostics_every", 0)
-    _positive_int(c, "log.cards_every", 0)
-    if not isinstance(c.reference, str) or not c.reference:
-        _fail("reference", f"must be 'init' or a checkpoint directory, got {c.reference!r}")
+  """Raises ConfigError naming the first invalid key."""
+  for s in REQUIRED_SECTIONS:
+    if s not in c:
+      _fail(s, "missing section")
+  # model and mesh
+  _choice(c, "model.kind", ("tiny", "hf"))
+  if c.model.kind == "hf" and not c.model.path:
+    _fail("model.path", "a Hugging Face checkpoint directory is required when model.kind='hf'")
+  for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
+    _positive_int(c, f"model.{key}")
+  if c.model.num_heads % c.model.num_kv_heads:
+    _fail("model.num_heads", f"{c.model.num_heads} is not a multiple of model.num_kv_heads={c.model.num_kv_heads}")
+  for axis, size in c.mesh.items():
+    if axis not in MESH_AXES:
+      _fail(f"mesh.{axis}", f"unknown mesh axis; known: {list(MESH_AXES)}")
+    if not isinstance(size, int) or (size < 1 and size != -1):
+      _fail(f"mesh.{axis}", f"must be a positive integer or -1, got {size!r}")
+  if sum(1 for s in c.mesh.values() if s == -1) > 1:
+    _fail("mesh", "at most one axis may be -1")
+  # data, rollout, reward
+  if not c.data.source:
+    _fail("data.source", "must name a file, a glob or builtin:<task>")
+  _positive_int(c, "data.batch_size")
+  _positive_int(c, "data.max_prompt_len")
+  _choice(c, "data.prompt_format", ("plain", "chat"))
+  _positive_int(c, "rollout.group_size", 2)
+  _positive_int(c, "rollout.max_new_tokens")
+  if not c.rollout.temperature > 0:
+    _fail("rollout.temperature", f"must be > 0 for sampling, got {c.rollout.temperature!r}")
+  if not 0 < c.rollout.top_p <= 1:
+    _fail("rollout.top_p", f"must lie in (0, 1], got {c.rollout.top_p!r}")
+  _positive_int(c, "rollout.top_k", 0)
+  _positive_int(c, "reward.num_workers")
+  _nonneg(c, "reward.timeout_s")
+  # advantage, protocol, filter
+  name = c.advantage.estimator
+  if name not in advantages.names():
+    _fail("advantage.estimator", f"unknown estimator {name!r}; known: {advantages.names()}")
+  allowed = advantages.params_of(name)
+  for key in c.advantage.params:
+    if key not in allowed:
+      _fail(f"advantage.params.{key}", f"estimator {name!r} takes {sorted(allowed)}")
+  if not c.protocol.delta_res > 0:
+    _fail("protocol.delta_res", f"must be > 0, got {c.protocol.delta_res!r}")
+  _choice(c, "protocol.zero_group", protocol.ZERO_GROUP_MODES)
+  _choice(c, "filter.mode", FILTER_MODES)
+  _positive_int(c, "filter.max_rounds")
+  _nonneg(c, "filter.collapse_std")
+  _positive_int(c, "overlong.buffer_len")
+  if c.overlong.buffer_len > c.rollout.max_new_tokens:
+    _fail("overlong.buffer_len", f"{c.overlong.buffer_len} exceeds rollout.max_new_tokens={c.rollout.max_new_tokens}")
+  # loss
+  _choice(c, "loss.surrogate", losses.SURROGATES)
+  _choice(c, "loss.aggregation", losses.AGGREGATION_MODES)
+  _choice(c, "loss.kl_kind", losses.KL_KINDS)
+  _choice(c, "loss.kl_in", KL_PLACES)
+  for key in ("clip_low", "clip_high", "beta", "entropy_coef"):
+    _nonneg(c, f"loss.{key}")
+  if c.loss.dual_clip and c.loss.dual_clip <= 1:
+    _fail("loss.dual_clip", f"must be 0 (off) or > 1, got {c.loss.dual_clip!r}")
+  # train, optim, sft, eval, checkpoint, log
+  _positive_int(c, "train.steps")
+  _positive_int(c, "train.ppo_epochs")
+  _positive_int(c, "train.minibatches")
+  _positive_int(c, "train.grad_accum")
+  rows = c.data.batch_size * c.rollout.group_size
+  if rows % (c.train.minibatches * c.train.grad_accum):
+    _fail(
+      "train.minibatches",
+      f"data.batch_size x rollout.group_size = {rows} sequences do not split into "
+      f"{c.train.minibatches} minibatches x train.grad_accum={c.train.grad_accum}",
+    )
+  if not c.optim.lr > 0:
+    _fail("optim.lr", f"must be > 0, got {c.optim.lr!r}")
+  _positive_int(c, "optim.warmup_steps", 0)
+  _choice(c, "optim.schedule", SCHEDULES)
+  _nonneg(c, "optim.weight_decay")
+  _nonneg(c, "optim.max_grad_norm")
+  _positive_int(c, "sft.steps", 0)
+  _positive_int(c, "sft.batch_size")
+  _positive_int(c, "eval.every", 0)
+  _positive_int(c, "eval.num_prompts")
+  _positive_int(c, "eval.k")
+  _positive_int(c, "checkpoint.every", 0)
+  _positive_int(c, "checkpoint.max_to_keep")
+  _positive_int(c, "log.diagnostics_every", 0)
+  _positive_int(c, "log.cards_every", 0)
+  if not isinstance(c.reference, str) or not c.reference:
+    _fail("reference", f"must be 'init' or a checkpoint directory, got {c.reference!r}")

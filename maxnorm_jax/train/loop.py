@@ -39,468 +39,607 @@ log = logging.getLogger("maxnorm_jax.train")
 
 @functools.lru_cache(maxsize=32)
 def _optimizer(optim_items: tuple, total_updates: int):
-    return make_optimizer(dict(optim_items), total_updates)
+  return make_optimizer(dict(optim_items), total_updates)
 
 
 def _plain(c) -> dict:
-    return c.to_dict() if hasattr(c, "to_dict") else dict(c)
+  return c.to_dict() if hasattr(c, "to_dict") else dict(c)
 
 
 HF_HOME_ENV = "MAXNORM_HF_HOME"
 
 
 def resolve_path(path: str, key: str) -> str:
-    """`hf://org/name` -> $MAXNORM_HF_HOME/org/name (default ~/hf); the directory must exist."""
-    if not path.startswith("hf://"):
-        return path
-    home = os.path.expanduser(os.environ.get(HF_HOME_ENV, "~/hf"))
-    resolved = os.path.join(home, path[len("hf://"):])
-    if not os.path.isdir(resolved):
-        raise FileNotFoundError(f"config.{key}: {path} -> {resolved} does not exist; download the checkpoint there "
-                                f"(config.json, *.safetensors, tokenizer.json) or set ${HF_HOME_ENV}")
-    return resolved
+  """`hf://org/name` -> $MAXNORM_HF_HOME/org/name (default ~/hf); the directory must exist."""
+  if not path.startswith("hf://"):
+    return path
+  home = os.path.expanduser(os.environ.get(HF_HOME_ENV, "~/hf"))
+  resolved = os.path.join(home, path[len("hf://") :])
+  if not os.path.isdir(resolved):
+    raise FileNotFoundError(
+      f"config.{key}: {path} -> {resolved} does not exist; download the checkpoint there "
+      f"(config.json, *.safetensors, tokenizer.json) or set ${HF_HOME_ENV}"
+    )
+  return resolved
 
 
 class Trainer:
-    """Everything one run holds: mesh, data, verifier pool, state, reference, writers."""
+  """Everything one run holds: mesh, data, verifier pool, state, reference, writers."""
 
-    def __init__(self, config: Any, workdir: str):
-        validate(config)
-        self.c = config
-        self.workdir = workdir
-        self.is_main = jax.process_index() == 0
-        c = config
-        try:
-            self.mesh = make_mesh(dict(c.mesh))
-        except ValueError as e:
-            raise ValueError(f"config.mesh: {e}") from None
-        self.rules = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in c.rules)
-        self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
-        self.eos_id = self.tokenizer.eos_id
-        self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else (self.eos_id or 0)
-        self.P, self.G, self.N = c.data.batch_size, c.rollout.group_size, c.rollout.max_new_tokens
-        self.B = self.P * self.G
-        self.task_default = c.reward.verifier
+  def __init__(self, config: Any, workdir: str):
+    validate(config)
+    self.c = config
+    self.workdir = workdir
+    self.is_main = jax.process_index() == 0
+    c = config
+    try:
+      self.mesh = make_mesh(dict(c.mesh))
+    except ValueError as e:
+      raise ValueError(f"config.mesh: {e}") from None
+    self.rules = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in c.rules)
+    self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
+    self.eos_id = self.tokenizer.eos_id
+    self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else (self.eos_id or 0)
+    self.P, self.G, self.N = c.data.batch_size, c.rollout.group_size, c.rollout.max_new_tokens
+    self.B = self.P * self.G
+    self.task_default = c.reward.verifier
 
-        # ---- data (every process reads the whole global batch of prompts)
-        fmt = {"kind": "plain"} if c.data.prompt_format == "plain" else {"kind": "chat", "system": c.data.system_prompt or None}
-        self.fields = c.data.fields or None
-        self.source = self._resolve_source(c.data.source)
-        self.prompt_format = make_format(fmt)
-        self.pipeline = build_pipeline(
-            self.source, tokenizer=self.tokenizer, batch_size=self.P, fields=self.fields,
-            prompt_format=self.prompt_format, seed=c.seed, shard_index=0, shard_count=1,
-            skip_bad_rows=c.data.skip_bad_rows, max_prompt_len=c.data.max_prompt_len,
-            builtin_n=c.data.builtin_n or None)
-        self.eval_batch = self._eval_batch() if c.eval.every else None
+    # ---- data (every process reads the whole global batch of prompts)
+    fmt = (
+      {"kind": "plain"} if c.data.prompt_format == "plain" else {"kind": "chat", "system": c.data.system_prompt or None}
+    )
+    self.fields = c.data.fields or None
+    self.source = self._resolve_source(c.data.source)
+    self.prompt_format = make_format(fmt)
+    self.pipeline = build_pipeline(
+      self.source,
+      tokenizer=self.tokenizer,
+      batch_size=self.P,
+      fields=self.fields,
+      prompt_format=self.prompt_format,
+      seed=c.seed,
+      shard_index=0,
+      shard_count=1,
+      skip_bad_rows=c.data.skip_bad_rows,
+      max_prompt_len=c.data.max_prompt_len,
+      builtin_n=c.data.builtin_n or None,
+    )
+    self.eval_batch = self._eval_batch() if c.eval.every else None
 
-        # ---- model, optimiser, state
-        if c.model.kind == "tiny":
-            self.model_cfg = ModelConfig.tiny(
-                self.tokenizer.vocab_size, hidden_size=c.model.hidden_size, intermediate_size=c.model.intermediate_size,
-                num_layers=c.model.num_layers, num_heads=c.model.num_heads, num_kv_heads=c.model.num_kv_heads,
-                head_dim=c.model.head_dim, param_dtype=c.model.param_dtype, dtype=c.model.dtype, remat=c.model.remat)
-            params = create_model(self.model_cfg, self.mesh, self.rules, seed=c.seed).weights()
-        else:
-            model = hf.load(resolve_path(c.model.path, "model.path"), c.model.param_dtype, mesh=self.mesh, rules=self.rules,
-                            compute_dtype=c.model.dtype, remat=c.model.remat)
-            self.model_cfg, params = model.config, model.weights()
-        self.param_shardings = weight_shardings(self.model_cfg, self.mesh, self.rules)
-        updates_per_step = c.train.ppo_epochs * c.train.minibatches
-        self.optimizer = _optimizer(tuple(sorted(_plain(c.optim).items())), c.train.steps * updates_per_step)
-        est_state = advantages.initial_state(c.advantage.estimator)
-        self.state = create_train_state(params, self.optimizer, c.seed, est_state, self.mesh)
-        self.use_reference = c.loss.beta > 0
-        self.reference = None
+    # ---- model, optimiser, state
+    if c.model.kind == "tiny":
+      self.model_cfg = ModelConfig.tiny(
+        self.tokenizer.vocab_size,
+        hidden_size=c.model.hidden_size,
+        intermediate_size=c.model.intermediate_size,
+        num_layers=c.model.num_layers,
+        num_heads=c.model.num_heads,
+        num_kv_heads=c.model.num_kv_heads,
+        head_dim=c.model.head_dim,
+        param_dtype=c.model.param_dtype,
+        dtype=c.model.dtype,
+        remat=c.model.remat,
+      )
+      params = create_model(self.model_cfg, self.mesh, self.rules, seed=c.seed).weights()
+    else:
+      model = hf.load(
+        resolve_path(c.model.path, "model.path"),
+        c.model.param_dtype,
+        mesh=self.mesh,
+        rules=self.rules,
+        compute_dtype=c.model.dtype,
+        remat=c.model.remat,
+      )
+      self.model_cfg, params = model.config, model.weights()
+    self.param_shardings = weight_shardings(self.model_cfg, self.mesh, self.rules)
+    updates_per_step = c.train.ppo_epochs * c.train.minibatches
+    self.optimizer = _optimizer(tuple(sorted(_plain(c.optim).items())), c.train.steps * updates_per_step)
+    est_state = advantages.initial_state(c.advantage.estimator)
+    self.state = create_train_state(params, self.optimizer, c.seed, est_state, self.mesh)
+    self.use_reference = c.loss.beta > 0
+    self.reference = None
 
-        self.card_spec = step_lib.CardSpec(
-            estimator=c.advantage.estimator, params=tuple(sorted(_plain(c.advantage.params).items())),
-            delta_res=float(c.protocol.delta_res), gate=bool(c.protocol.gate), binning=bool(c.protocol.binning),
-            zero_group=c.protocol.zero_group, drop_collapsed=c.filter.mode == "drop",
-            collapse_std=float(c.filter.collapse_std))
-        self.update_spec = step_lib.UpdateSpec(
-            model=self.model_cfg, mesh=self.mesh, rules=self.rules, optimizer=self.optimizer,
-            temperature=float(c.rollout.temperature), surrogate=c.loss.surrogate, aggregation=c.loss.aggregation,
-            kl_kind=c.loss.kl_kind, kl_in_loss=self.use_reference and c.loss.kl_in == "loss",
-            dual_clip=float(c.loss.dual_clip) if c.loss.dual_clip else None, ppo_epochs=c.train.ppo_epochs,
-            minibatches=c.train.minibatches, grad_accum=c.train.grad_accum)
-        self.hparams = {k: ro.replicated_array(np.float32(v), self.mesh) for k, v in dict(
-            clip_low=c.loss.clip_low, clip_high=c.loss.clip_high, beta=c.loss.beta,
-            entropy_coef=c.loss.entropy_coef, aux_coef=self.model_cfg.router_aux_loss_coef).items()}
-        self.sample_method = Categorical(temperature=float(c.rollout.temperature), top_p=float(c.rollout.top_p),
-                                         top_k=int(c.rollout.top_k))
-        self.pool = VerifierPool(num_workers=c.reward.num_workers,
-                                 timeout_s=c.reward.timeout_s if c.reward.timeout_s > 0 else None)
-        self.checkpointer = Checkpointer(workdir, max_to_keep=c.checkpoint.max_to_keep)
-        self.preemption = PreemptionFlag(install=c.checkpoint.on_preemption)
-        self.step = 0
-        self.timings: dict[str, float] = {}
+    self.card_spec = step_lib.CardSpec(
+      estimator=c.advantage.estimator,
+      params=tuple(sorted(_plain(c.advantage.params).items())),
+      delta_res=float(c.protocol.delta_res),
+      gate=bool(c.protocol.gate),
+      binning=bool(c.protocol.binning),
+      zero_group=c.protocol.zero_group,
+      drop_collapsed=c.filter.mode == "drop",
+      collapse_std=float(c.filter.collapse_std),
+    )
+    self.update_spec = step_lib.UpdateSpec(
+      model=self.model_cfg,
+      mesh=self.mesh,
+      rules=self.rules,
+      optimizer=self.optimizer,
+      temperature=float(c.rollout.temperature),
+      surrogate=c.loss.surrogate,
+      aggregation=c.loss.aggregation,
+      kl_kind=c.loss.kl_kind,
+      kl_in_loss=self.use_reference and c.loss.kl_in == "loss",
+      dual_clip=float(c.loss.dual_clip) if c.loss.dual_clip else None,
+      ppo_epochs=c.train.ppo_epochs,
+      minibatches=c.train.minibatches,
+      grad_accum=c.train.grad_accum,
+    )
+    self.hparams = {
+      k: ro.replicated_array(np.float32(v), self.mesh)
+      for k, v in dict(
+        clip_low=c.loss.clip_low,
+        clip_high=c.loss.clip_high,
+        beta=c.loss.beta,
+        entropy_coef=c.loss.entropy_coef,
+        aux_coef=self.model_cfg.router_aux_loss_coef,
+      ).items()
+    }
+    self.sample_method = Categorical(
+      temperature=float(c.rollout.temperature), top_p=float(c.rollout.top_p), top_k=int(c.rollout.top_k)
+    )
+    self.pool = VerifierPool(
+      num_workers=c.reward.num_workers, timeout_s=c.reward.timeout_s if c.reward.timeout_s > 0 else None
+    )
+    self.checkpointer = Checkpointer(workdir, max_to_keep=c.checkpoint.max_to_keep)
+    self.preemption = PreemptionFlag(install=c.checkpoint.on_preemption)
+    self.step = 0
+    self.timings: dict[str, float] = {}
 
-    # ------------------------------------------------------------------------------ set-up helpers
+  # ------------------------------------------------------------------------------ set-up helpers
 
-    def _resolve_source(self, source: str) -> str:
-        if source.startswith("sample:"):
-            from maxnorm_jax.data import SAMPLE_FILES
-            name = source.split(":", 1)[1]
-            if name not in SAMPLE_FILES:
-                raise ValueError(f"config.data.source: unknown sample {name!r}; known: {sorted(SAMPLE_FILES)}")
-            return SAMPLE_FILES[name]
-        return source
+  def _resolve_source(self, source: str) -> str:
+    if source.startswith("sample:"):
+      from maxnorm_jax.data import SAMPLE_FILES
 
-    def _eval_batch(self) -> dict:
-        c = self.c
-        source = self._resolve_source(c.data.eval_source) if c.data.eval_source else self.source
-        split = "test" if source.startswith("builtin:") else "train"
-        it = build_pipeline(source, tokenizer=self.tokenizer, batch_size=c.eval.num_prompts, fields=self.fields,
-                            prompt_format=self.prompt_format, seed=c.seed, shard_index=0, shard_count=1,
-                            skip_bad_rows=c.data.skip_bad_rows, max_prompt_len=c.data.max_prompt_len,
-                            split=split, builtin_n=c.eval.num_prompts if split == "test" else (c.data.builtin_n or None),
-                            shuffle=split == "test", num_epochs=None)
-        return next(it)
+      name = source.split(":", 1)[1]
+      if name not in SAMPLE_FILES:
+        raise ValueError(f"config.data.source: unknown sample {name!r}; known: {sorted(SAMPLE_FILES)}")
+      return SAMPLE_FILES[name]
+    return source
 
-    def _record(self, r: dict) -> dict:
-        if "task" not in r or r["task"] is None:
-            r = {**r, "task": self.task_default}
-        return r
+  def _eval_batch(self) -> dict:
+    c = self.c
+    source = self._resolve_source(c.data.eval_source) if c.data.eval_source else self.source
+    split = "test" if source.startswith("builtin:") else "train"
+    it = build_pipeline(
+      source,
+      tokenizer=self.tokenizer,
+      batch_size=c.eval.num_prompts,
+      fields=self.fields,
+      prompt_format=self.prompt_format,
+      seed=c.seed,
+      shard_index=0,
+      shard_count=1,
+      skip_bad_rows=c.data.skip_bad_rows,
+      max_prompt_len=c.data.max_prompt_len,
+      split=split,
+      builtin_n=c.eval.num_prompts if split == "test" else (c.data.builtin_n or None),
+      shuffle=split == "test",
+      num_epochs=None,
+    )
+    return next(it)
 
-    # ------------------------------------------------------------------------------ sampling + scoring
+  def _record(self, r: dict) -> dict:
+    if "task" not in r or r["task"] is None:
+      r = {**r, "task": self.task_default}
+    return r
 
-    def _sample(self, params, prompt_ids: np.ndarray, prompt_mask: np.ndarray, key, method):
-        ids = ro.rows_array(prompt_ids, self.mesh, self.rules)
-        mask = ro.rows_array(prompt_mask, self.mesh, self.rules)
-        out = generate_from_weights(self.model_cfg, params, ids, mask, key, self.N, method=method,
-                                    eos_id=self.eos_id, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
-        return ids, mask, out
+  # ------------------------------------------------------------------------------ sampling + scoring
 
-    def _submit(self, out, records: list[dict]):
-        """Decodes this process's rows of `out` and queues them on the pool -> (handle, row indices)."""
-        tokens, idx = ro.local_rows(out.tokens)
-        lengths, _ = ro.local_rows(out.lengths)
-        texts = ro.decode_rows(self.tokenizer, tokens, lengths)
-        items = [(t, self._record(records[i])) for t, i in zip(texts, idx)]
-        return self.pool.submit(items), idx
+  def _sample(self, params, prompt_ids: np.ndarray, prompt_mask: np.ndarray, key, method):
+    ids = ro.rows_array(prompt_ids, self.mesh, self.rules)
+    mask = ro.rows_array(prompt_mask, self.mesh, self.rules)
+    out = generate_from_weights(
+      self.model_cfg,
+      params,
+      ids,
+      mask,
+      key,
+      self.N,
+      method=method,
+      eos_id=self.eos_id,
+      pad_id=self.pad_id,
+      mesh=self.mesh,
+      rules=self.rules,
+    )
+    return ids, mask, out
 
-    def _collect(self, handle, idx, total: int) -> tuple[np.ndarray, np.ndarray]:
-        rewards, valid, _ = handle.arrays()
-        return ro.gather_rows(rewards, idx, total), ro.gather_rows(valid, idx, total)
+  def _submit(self, out, records: list[dict]):
+    """Decodes this process's rows of `out` and queues them on the pool -> (handle, row indices)."""
+    tokens, idx = ro.local_rows(out.tokens)
+    lengths, _ = ro.local_rows(out.lengths)
+    texts = ro.decode_rows(self.tokenizer, tokens, lengths)
+    items = [(t, self._record(records[i])) for t, i in zip(texts, idx)]
+    return self.pool.submit(items), idx
 
-    def _rollout_round(self, params, key):
-        batch = next(self.pipeline)
-        rep = lambda x: np.repeat(x, self.G, axis=0)
-        records = [r for r in batch["records"] for _ in range(self.G)]
-        ids, mask, out = self._sample(params, rep(batch["prompt_ids"]), rep(batch["prompt_mask"]), key,
-                                      self.sample_method)
-        return dict(ids=ids, mask=mask, out=out, records=records)
+  def _collect(self, handle, idx, total: int) -> tuple[np.ndarray, np.ndarray]:
+    rewards, valid, _ = handle.arrays()
+    return ro.gather_rows(rewards, idx, total), ro.gather_rows(valid, idx, total)
 
-    # ------------------------------------------------------------------------------ one RL step
+  def _rollout_round(self, params, key):
+    batch = next(self.pipeline)
 
-    def rl_step(self) -> dict:
-        c = self.c
-        t_start = time.perf_counter()
-        base = jax.random.fold_in(jax.random.key(c.seed), self.step)
-        params = self.state.params
-        metrics: dict[str, Any] = {}
+    def rep(x):
+      return np.repeat(x, self.G, axis=0)
 
+    records = [r for r in batch["records"] for _ in range(self.G)]
+    ids, mask, out = self._sample(params, rep(batch["prompt_ids"]), rep(batch["prompt_mask"]), key, self.sample_method)
+    return dict(ids=ids, mask=mask, out=out, records=records)
+
+  # ------------------------------------------------------------------------------ one RL step
+
+  def rl_step(self) -> dict:
+    c = self.c
+    t_start = time.perf_counter()
+    base = jax.random.fold_in(jax.random.key(c.seed), self.step)
+    params = self.state.params
+    metrics: dict[str, Any] = {}
+
+    t0 = time.perf_counter()
+    rounds = [self._rollout_round(params, jax.random.fold_in(base, 0))]
+    handle, idx = self._submit(rounds[0]["out"], rounds[0]["records"])
+    t_generate = time.perf_counter() - t0
+    verify_time = 0.0
+
+    if c.filter.mode != "resample":
+      chosen = rounds[0]
+      # Device work dispatched now runs while the host waits for the verifier.
+      t_dispatch = time.perf_counter()
+      old_logp, entropy, ref_logp, (watcher, finished_at) = self._logprobs(params, chosen)
+      t1 = time.perf_counter()
+      rewards, valid = self._collect(handle, idx, self.B)
+      t_rewards = time.perf_counter()
+      verify_time = t_rewards - t1
+      watcher.join()
+      t_logprobs = finished_at[0] - t_dispatch  # device time of the passes, overlapping `verify`
+      metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at[0])
+    else:
+      t1 = time.perf_counter()
+      rewards, valid = self._collect(handle, idx, self.B)
+      verify_time = time.perf_counter() - t1
+      kept = [ro.select_groups(*self._shaped_rewards(rewards, valid, rounds[0]["out"]), c.filter.collapse_std)]
+      scored = [(rewards, valid)]
+      while int(sum(k.sum() for k in kept)) < self.P and len(rounds) < c.filter.max_rounds:
         t0 = time.perf_counter()
-        rounds = [self._rollout_round(params, jax.random.fold_in(base, 0))]
-        handle, idx = self._submit(rounds[0]["out"], rounds[0]["records"])
-        t_generate = time.perf_counter() - t0
-        verify_time = 0.0
+        rounds.append(self._rollout_round(params, jax.random.fold_in(base, len(rounds))))
+        h, ix = self._submit(rounds[-1]["out"], rounds[-1]["records"])
+        t_generate += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        r, v = self._collect(h, ix, self.B)
+        verify_time += time.perf_counter() - t1
+        scored.append((r, v))
+        kept.append(ro.select_groups(*self._shaped_rewards(r, v, rounds[-1]["out"]), c.filter.collapse_std))
+      which, grp, n_kept = ro.fill_from_rounds(kept, self.P)
+      chosen, rewards, valid = self._assemble(rounds, scored, which, grp)
+      metrics["filter/rounds"] = float(len(rounds))
+      metrics["filter/rollout_cost"] = float(len(rounds))
+      metrics["filter/kept_frac"] = n_kept / self.P
+      t2 = time.perf_counter()
+      old_logp, entropy, ref_logp, (watcher, _) = self._logprobs(params, chosen)
+      watcher.join()
+      t_logprobs = time.perf_counter() - t2
+      metrics["time/device_wait_verifier"] = verify_time
 
-        if c.filter.mode != "resample":
-            chosen = rounds[0]
-            # Device work dispatched now runs while the host waits for the verifier.
-            t_dispatch = time.perf_counter()
-            old_logp, entropy, ref_logp, (watcher, finished_at) = self._logprobs(params, chosen)
-            t1 = time.perf_counter()
-            rewards, valid = self._collect(handle, idx, self.B)
-            t_rewards = time.perf_counter()
-            verify_time = t_rewards - t1
-            watcher.join()
-            t_logprobs = finished_at[0] - t_dispatch  # device time of the passes, overlapping `verify`
-            metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at[0])
-        else:
-            t1 = time.perf_counter()
-            rewards, valid = self._collect(handle, idx, self.B)
-            verify_time = time.perf_counter() - t1
-            kept = [ro.select_groups(*self._shaped_rewards(rewards, valid, rounds[0]["out"]), c.filter.collapse_std)]
-            scored = [(rewards, valid)]
-            while int(sum(k.sum() for k in kept)) < self.P and len(rounds) < c.filter.max_rounds:
-                t0 = time.perf_counter()
-                rounds.append(self._rollout_round(params, jax.random.fold_in(base, len(rounds))))
-                h, ix = self._submit(rounds[-1]["out"], rounds[-1]["records"])
-                t_generate += time.perf_counter() - t0
-                t1 = time.perf_counter()
-                r, v = self._collect(h, ix, self.B)
-                verify_time += time.perf_counter() - t1
-                scored.append((r, v))
-                kept.append(ro.select_groups(*self._shaped_rewards(r, v, rounds[-1]["out"]), c.filter.collapse_std))
-            which, grp, n_kept = ro.fill_from_rounds(kept, self.P)
-            chosen, rewards, valid = self._assemble(rounds, scored, which, grp)
-            metrics["filter/rounds"] = float(len(rounds))
-            metrics["filter/rollout_cost"] = float(len(rounds))
-            metrics["filter/kept_frac"] = n_kept / self.P
-            t2 = time.perf_counter()
-            old_logp, entropy, ref_logp, (watcher, _) = self._logprobs(params, chosen)
-            watcher.join()
-            t_logprobs = time.perf_counter() - t2
-            metrics["time/device_wait_verifier"] = verify_time
+    out = chosen["out"]
+    # ---- rewards -> Protocol -> card (host rewards are [B]; row q*G+i is sample i of prompt q)
+    rewards_pg, sample_mask = self._shaped_rewards(rewards, valid, out)
+    if self.use_reference and c.loss.kl_in == "reward":
+      seq_kl = np.asarray(jax.device_get(_sequence_kl(old_logp, ref_logp, out.mask)))
+      rewards_pg = rewards_pg - c.loss.beta * seq_kl.reshape(self.P, self.G)
+    card, binned = step_lib.advantage_card(
+      self.card_spec, jnp.asarray(rewards_pg), jnp.asarray(sample_mask), self.state.estimator_state
+    )
+    weights = losses.card_to_sequences(card, sample_mask)
+    loss_mask = out.mask & ro.rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules)
+    batch = step_lib.Rollout(
+      prompt_ids=chosen["ids"],
+      prompt_mask=chosen["mask"],
+      tokens=out.tokens,
+      mask=out.mask,
+      loss_mask=loss_mask,
+      old_logp=old_logp,
+      ref_logp=ref_logp,
+      advantages=self._rows(weights.advantages),
+      kl_weight=self._rows(weights.kl_weight),
+      takes_part=self._rows(weights.takes_part),
+    )
 
-        out = chosen["out"]
-        # ---- rewards -> Protocol -> card (host rewards are [B]; row q*G+i is sample i of prompt q)
-        rewards_pg, sample_mask = self._shaped_rewards(rewards, valid, out)
-        if self.use_reference and c.loss.kl_in == "reward":
-            seq_kl = np.asarray(jax.device_get(_sequence_kl(old_logp, ref_logp, out.mask)))
-            rewards_pg = rewards_pg - c.loss.beta * seq_kl.reshape(self.P, self.G)
-        card, binned = step_lib.advantage_card(self.card_spec, jnp.asarray(rewards_pg), jnp.asarray(sample_mask),
-                                               self.state.estimator_state)
-        weights = losses.card_to_sequences(card, sample_mask)
-        loss_mask = out.mask & ro.rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules)
-        batch = step_lib.Rollout(
-            prompt_ids=chosen["ids"], prompt_mask=chosen["mask"], tokens=out.tokens, mask=out.mask,
-            loss_mask=loss_mask, old_logp=old_logp, ref_logp=ref_logp,
-            advantages=self._rows(weights.advantages), kl_weight=self._rows(weights.kl_weight),
-            takes_part=self._rows(weights.takes_part))
+    roll = step_lib.rollout_metrics(
+      jnp.asarray(rewards_pg),
+      jnp.asarray(sample_mask),
+      card,
+      out.mask,
+      old_logp,
+      ref_logp,
+      entropy,
+      out.lengths,
+      out.truncated,
+      delta_res=float(c.protocol.delta_res),
+      kl_kind=c.loss.kl_kind,
+      has_reference=self.use_reference,
+    )
+    if c.filter.mode == "drop":
+      metrics["filter/kept_frac"] = jnp.mean(
+        ~step_lib.collapsed_groups(jnp.asarray(rewards_pg), jnp.asarray(sample_mask), c.filter.collapse_std)
+      )
+    diag = None
+    if c.log.diagnostics_every and (self.step + 1) % c.log.diagnostics_every == 0:
+      diag = step_lib.gradient_diagnostics(
+        self.update_spec,
+        self.G,
+        params,
+        batch,
+        card,
+        jnp.asarray(rewards_pg),
+        jnp.asarray(sample_mask),
+        jnp.float32(max(c.loss.beta, 1e-12)),
+      )
+    if c.log.cards_every and (self.step + 1) % c.log.cards_every == 0 and self.is_main:
+      save_card(
+        self.workdir,
+        self.step + 1,
+        dict(
+          rewards=rewards_pg,
+          protocol_rewards=np.asarray(binned),
+          mask=sample_mask,
+          numerator=np.asarray(card.numerator),
+          scale=np.asarray(card.scale),
+          advantages=np.asarray(card.advantages),
+          kl_weight=np.asarray(card.kl_weight),
+          valid=np.asarray(card.valid),
+        ),
+      )
 
-        roll = step_lib.rollout_metrics(
-            jnp.asarray(rewards_pg), jnp.asarray(sample_mask), card, out.mask, old_logp, ref_logp, entropy,
-            out.lengths, out.truncated, delta_res=float(c.protocol.delta_res), kl_kind=c.loss.kl_kind,
-            has_reference=self.use_reference)
-        if c.filter.mode == "drop":
-            metrics["filter/kept_frac"] = jnp.mean(
-                ~step_lib.collapsed_groups(jnp.asarray(rewards_pg), jnp.asarray(sample_mask), c.filter.collapse_std))
-        diag = None
-        if c.log.diagnostics_every and (self.step + 1) % c.log.diagnostics_every == 0:
-            diag = step_lib.gradient_diagnostics(self.update_spec, self.G, params, batch, card,
-                                                 jnp.asarray(rewards_pg), jnp.asarray(sample_mask),
-                                                 jnp.float32(max(c.loss.beta, 1e-12)))
-        if c.log.cards_every and (self.step + 1) % c.log.cards_every == 0 and self.is_main:
-            save_card(self.workdir, self.step + 1, dict(
-                rewards=rewards_pg, protocol_rewards=np.asarray(binned), mask=sample_mask,
-                numerator=np.asarray(card.numerator), scale=np.asarray(card.scale),
-                advantages=np.asarray(card.advantages), kl_weight=np.asarray(card.kl_weight),
-                valid=np.asarray(card.valid)))
+    # ---- update
+    t3 = time.perf_counter()
+    self.state = self.state.replace(estimator_state=card.state)
+    update = step_lib.update_fn(self.update_spec, state_shardings(self.state))
+    self.state, upd = update(self.state, batch, self.hparams)
+    upd = jax.device_get(upd)
+    t_update = time.perf_counter() - t3
+    self.step += 1
 
-        # ---- update
-        t3 = time.perf_counter()
-        self.state = self.state.replace(estimator_state=card.state)
-        update = step_lib.update_fn(self.update_spec, state_shardings(self.state))
-        self.state, upd = update(self.state, batch, self.hparams)
-        upd = jax.device_get(upd)
-        t_update = time.perf_counter() - t3
-        self.step += 1
+    metrics.update(jax.device_get(roll))
+    metrics.update(upd)
+    if diag is not None:
+      metrics.update(jax.device_get(diag))
+    metrics = {k: float(np.asarray(v)) for k, v in metrics.items()}
+    metrics["reward_raw_mean"] = float(rewards.mean())
+    metrics["rejected"] = float((~valid).sum())
+    metrics.update(
+      {"time/generate": t_generate, "time/verify": verify_time, "time/logprobs": t_logprobs, "time/update": t_update}
+    )
+    metrics["time/step"] = time.perf_counter() - t_start
+    metrics["time/device_wait_verifier_frac"] = metrics["time/device_wait_verifier"] / metrics["time/step"]
+    return metrics
 
-        metrics.update(jax.device_get(roll))
-        metrics.update(upd)
-        if diag is not None:
-            metrics.update(jax.device_get(diag))
-        metrics = {k: float(np.asarray(v)) for k, v in metrics.items()}
-        metrics["reward_raw_mean"] = float(rewards.mean())
-        metrics["rejected"] = float((~valid).sum())
-        metrics.update({"time/generate": t_generate, "time/verify": verify_time, "time/logprobs": t_logprobs,
-                        "time/update": t_update})
-        metrics["time/step"] = time.perf_counter() - t_start
-        metrics["time/device_wait_verifier_frac"] = metrics["time/device_wait_verifier"] / metrics["time/step"]
-        return metrics
+  def _rows(self, x) -> jax.Array:
+    return ro.rows_array(np.asarray(x), self.mesh, self.rules)
 
-    def _rows(self, x) -> jax.Array:
-        return ro.rows_array(np.asarray(x), self.mesh, self.rules)
+  def _shaped_rewards(self, rewards: np.ndarray, valid: np.ndarray, out) -> tuple[np.ndarray, np.ndarray]:
+    """Rewards [P, G] with DAPO's overlong shaping, and the sample mask [P, G] (rejected scores and,
+    with overlong.mask_truncated, truncated completions are masked)."""
+    c = self.c
+    rewards = rewards.astype(np.float32)
+    mask = valid.copy()
+    if c.overlong.penalty or c.overlong.mask_truncated:
+      lengths = ro.gather_rows(*ro.local_rows(out.lengths), self.B)
+      truncated = ro.gather_rows(*ro.local_rows(out.truncated), self.B)
+      if c.overlong.penalty:
+        rewards = rewards + ro.overlong_penalty(lengths, self.N, c.overlong.buffer_len, c.overlong.penalty_factor)
+      if c.overlong.mask_truncated:
+        mask = mask & ~truncated
+    rewards = np.where(mask, rewards, 0.0).astype(np.float32)
+    return rewards.reshape(self.P, self.G), mask.reshape(self.P, self.G)
 
-    def _shaped_rewards(self, rewards: np.ndarray, valid: np.ndarray, out) -> tuple[np.ndarray, np.ndarray]:
-        """Rewards [P, G] with DAPO's overlong shaping, and the sample mask [P, G] (rejected scores and,
-        with overlong.mask_truncated, truncated completions are masked)."""
-        c = self.c
-        rewards = rewards.astype(np.float32)
-        mask = valid.copy()
-        if c.overlong.penalty or c.overlong.mask_truncated:
-            lengths = ro.gather_rows(*ro.local_rows(out.lengths), self.B)
-            truncated = ro.gather_rows(*ro.local_rows(out.truncated), self.B)
-            if c.overlong.penalty:
-                rewards = rewards + ro.overlong_penalty(lengths, self.N, c.overlong.buffer_len,
-                                                        c.overlong.penalty_factor)
-            if c.overlong.mask_truncated:
-                mask = mask & ~truncated
-        rewards = np.where(mask, rewards, 0.0).astype(np.float32)
-        return rewards.reshape(self.P, self.G), mask.reshape(self.P, self.G)
+  def _logprobs(self, params, chosen):
+    out = chosen["out"]
+    t = float(self.c.rollout.temperature)
+    old_logp, entropy = step_lib.sequence_logprobs(
+      self.model_cfg, t, params, chosen["ids"], chosen["mask"], out.tokens, out.mask
+    )
+    if self.use_reference:
+      ref_logp, _ = step_lib.sequence_logprobs(
+        self.model_cfg, t, self.reference, chosen["ids"], chosen["mask"], out.tokens, out.mask
+      )
+    else:
+      ref_logp = old_logp
+    # A watcher thread notes when the device finished these passes (the host meanwhile waits for
+    # the verifier), so the step can report how long the device sat idle waiting for rewards.
+    finished_at: list[float] = []
+    watcher = threading.Thread(
+      target=lambda: (jax.block_until_ready((old_logp, ref_logp)), finished_at.append(time.perf_counter())), daemon=True
+    )
+    watcher.start()
+    return old_logp, entropy, ref_logp, (watcher, finished_at)
 
-    def _logprobs(self, params, chosen):
-        out = chosen["out"]
-        t = float(self.c.rollout.temperature)
-        old_logp, entropy = step_lib.sequence_logprobs(self.model_cfg, t, params, chosen["ids"], chosen["mask"],
-                                                       out.tokens, out.mask)
-        if self.use_reference:
-            ref_logp, _ = step_lib.sequence_logprobs(self.model_cfg, t, self.reference, chosen["ids"],
-                                                     chosen["mask"], out.tokens, out.mask)
-        else:
-            ref_logp = old_logp
-        # A watcher thread notes when the device finished these passes (the host meanwhile waits for
-        # the verifier), so the step can report how long the device sat idle waiting for rewards.
-        finished_at: list[float] = []
-        watcher = threading.Thread(target=lambda: (jax.block_until_ready((old_logp, ref_logp)),
-                                                   finished_at.append(time.perf_counter())), daemon=True)
-        watcher.start()
-        return old_logp, entropy, ref_logp, (watcher, finished_at)
+  def _assemble(self, rounds, scored, which: np.ndarray, grp: np.ndarray):
+    """The batch of the chosen groups (round `which[q]`, group `grp[q]`) as one rollout."""
+    rows = (grp[:, None] * self.G + np.arange(self.G)[None, :]).reshape(-1)
+    rounds_of_rows = np.repeat(which, self.G)
+    rewards = np.concatenate([s[0] for s in scored])[rounds_of_rows * self.B + rows]
+    valid = np.concatenate([s[1] for s in scored])[rounds_of_rows * self.B + rows]
+    flat = rounds_of_rows * self.B + rows
+    take = ro.replicated_array(flat.astype(np.int32), self.mesh)
 
-    def _assemble(self, rounds, scored, which: np.ndarray, grp: np.ndarray):
-        """The batch of the chosen groups (round `which[q]`, group `grp[q]`) as one rollout."""
-        rows = (grp[:, None] * self.G + np.arange(self.G)[None, :]).reshape(-1)
-        rounds_of_rows = np.repeat(which, self.G)
-        rewards = np.concatenate([s[0] for s in scored])[rounds_of_rows * self.B + rows]
-        valid = np.concatenate([s[1] for s in scored])[rounds_of_rows * self.B + rows]
-        flat = rounds_of_rows * self.B + rows
-        take = ro.replicated_array(flat.astype(np.int32), self.mesh)
+    def pick(xs):
+      return _take_rows(jnp.concatenate(xs, axis=0), take, self.mesh, self.rules)
 
-        def pick(xs):
-            return _take_rows(jnp.concatenate(xs, axis=0), take, self.mesh, self.rules)
+    outs = [r["out"] for r in rounds]
+    out = jax.tree.map(lambda *xs: pick(list(xs)) if xs[0].ndim else xs[0], *outs)
+    chosen = dict(ids=pick([r["ids"] for r in rounds]), mask=pick([r["mask"] for r in rounds]), out=out)
+    return chosen, rewards, valid
 
-        outs = [r["out"] for r in rounds]
-        out = jax.tree.map(lambda *xs: pick(list(xs)) if xs[0].ndim else xs[0], *outs)
-        chosen = dict(ids=pick([r["ids"] for r in rounds]), mask=pick([r["mask"] for r in rounds]), out=out)
-        return chosen, rewards, valid
+  # ------------------------------------------------------------------------------ evaluation
 
-    # ------------------------------------------------------------------------------ evaluation
+  def evaluate(self) -> dict:
+    """Greedy pass@1 and avg@k at eval.temperature on the held-out prompts (eval/ metrics)."""
+    c = self.c
+    e = self.eval_batch
+    n = len(e["records"])
+    key = jax.random.fold_in(jax.random.key(c.seed + 1), self.step)
+    records = [self._record(r) for r in e["records"]]
+    _, _, greedy = self._sample(self.state.params, e["prompt_ids"], e["prompt_mask"], key, Greedy())
+    h, idx = self._submit(greedy, records)
+    g_rewards, _ = self._collect(h, idx, n)
+    k = c.eval.k
 
-    def evaluate(self) -> dict:
-        """Greedy pass@1 and avg@k at eval.temperature on the held-out prompts (eval/ metrics)."""
-        c = self.c
-        e = self.eval_batch
-        n = len(e["records"])
-        key = jax.random.fold_in(jax.random.key(c.seed + 1), self.step)
-        records = [self._record(r) for r in e["records"]]
-        _, _, greedy = self._sample(self.state.params, e["prompt_ids"], e["prompt_mask"], key, Greedy())
-        h, idx = self._submit(greedy, records)
-        g_rewards, _ = self._collect(h, idx, n)
-        k = c.eval.k
-        rep = lambda x: np.repeat(x, k, axis=0)
-        method = Categorical(temperature=float(c.eval.temperature))
-        _, _, sampled = self._sample(self.state.params, rep(e["prompt_ids"]), rep(e["prompt_mask"]), key, method)
-        h, idx = self._submit(sampled, [r for r in records for _ in range(k)])
-        s_rewards, _ = self._collect(h, idx, n * k)
-        s_rewards = s_rewards.reshape(n, k)
-        return {
-            "eval/reward_mean": float(s_rewards.mean()),
-            "eval/avg@k": float(s_rewards.mean()),
-            "eval/pass@k": float((s_rewards >= 1.0 - 1e-6).any(axis=1).mean()),
-            "eval/pass@1": float((g_rewards >= 1.0 - 1e-6).mean()),
-            "eval/greedy_reward_mean": float(g_rewards.mean()),
-        }
+    def rep(x):
+      return np.repeat(x, k, axis=0)
 
-    # ------------------------------------------------------------------------------ SFT warm start
+    method = Categorical(temperature=float(c.eval.temperature))
+    _, _, sampled = self._sample(self.state.params, rep(e["prompt_ids"]), rep(e["prompt_mask"]), key, method)
+    h, idx = self._submit(sampled, [r for r in records for _ in range(k)])
+    s_rewards, _ = self._collect(h, idx, n * k)
+    s_rewards = s_rewards.reshape(n, k)
+    return {
+      "eval/reward_mean": float(s_rewards.mean()),
+      "eval/avg@k": float(s_rewards.mean()),
+      "eval/pass@k": float((s_rewards >= 1.0 - 1e-6).any(axis=1).mean()),
+      "eval/pass@1": float((g_rewards >= 1.0 - 1e-6).mean()),
+      "eval/greedy_reward_mean": float(g_rewards.mean()),
+    }
 
-    def sft_warm_start(self) -> list[float]:
-        c = self.c
-        if not c.sft.steps:
-            return []
-        it = build_pipeline(self.source, tokenizer=self.tokenizer, batch_size=c.sft.batch_size, fields=self.fields,
-                            prompt_format=self.prompt_format, seed=c.seed + 17, shard_index=0, shard_count=1,
-                            skip_bad_rows=c.data.skip_bad_rows, max_prompt_len=c.data.max_prompt_len,
-                            builtin_n=c.data.builtin_n or None)
-        opt = sft_lib.sft_optimizer(float(c.sft.lr), int(c.sft.warmup_steps), int(c.sft.steps))
-        params = self.state.params
-        opt_state = init_opt_state(opt, params, self.mesh)
-        losses_ = []
-        for _ in range(c.sft.steps):
-            b = next(it)
-            ids, mask = sft_lib.answer_tokens(self.tokenizer, b["records"], self.N, self.eos_id, self.pad_id)
-            params, opt_state, loss = sft_lib.sft_step(
-                self.model_cfg, opt, params, opt_state, self._rows(b["prompt_ids"]), self._rows(b["prompt_mask"]),
-                self._rows(ids), self._rows(mask))
-            losses_.append(loss)
-        params = jax.tree.map(lambda x, s: jax.device_put(x, s), params, self.param_shardings)
-        self.state = create_train_state(params, self.optimizer, c.seed, self.state.estimator_state, self.mesh)
-        return [float(x) for x in jax.device_get(losses_)]
+  # ------------------------------------------------------------------------------ SFT warm start
 
-    # ------------------------------------------------------------------------------ checkpoints
+  def sft_warm_start(self) -> list[float]:
+    c = self.c
+    if not c.sft.steps:
+      return []
+    it = build_pipeline(
+      self.source,
+      tokenizer=self.tokenizer,
+      batch_size=c.sft.batch_size,
+      fields=self.fields,
+      prompt_format=self.prompt_format,
+      seed=c.seed + 17,
+      shard_index=0,
+      shard_count=1,
+      skip_bad_rows=c.data.skip_bad_rows,
+      max_prompt_len=c.data.max_prompt_len,
+      builtin_n=c.data.builtin_n or None,
+    )
+    opt = sft_lib.sft_optimizer(float(c.sft.lr), int(c.sft.warmup_steps), int(c.sft.steps))
+    params = self.state.params
+    opt_state = init_opt_state(opt, params, self.mesh)
+    losses_ = []
+    for _ in range(c.sft.steps):
+      b = next(it)
+      ids, mask = sft_lib.answer_tokens(self.tokenizer, b["records"], self.N, self.eos_id, self.pad_id)
+      params, opt_state, loss = sft_lib.sft_step(
+        self.model_cfg,
+        opt,
+        params,
+        opt_state,
+        self._rows(b["prompt_ids"]),
+        self._rows(b["prompt_mask"]),
+        self._rows(ids),
+        self._rows(mask),
+      )
+      losses_.append(loss)
+    params = jax.tree.map(lambda x, s: jax.device_put(x, s), params, self.param_shardings)
+    self.state = create_train_state(params, self.optimizer, c.seed, self.state.estimator_state, self.mesh)
+    return [float(x) for x in jax.device_get(losses_)]
 
-    def save(self) -> None:
-        self.checkpointer.save(self.step, self.state, self.pipeline.get_state(),
-                               self.reference if self.use_reference else None)
+  # ------------------------------------------------------------------------------ checkpoints
 
-    def restore_or_start(self) -> bool:
-        """Restores the latest checkpoint (True) or warm-starts a new run (False)."""
-        latest = self.checkpointer.latest_step()
-        if self.use_reference:
-            self.reference = jax.tree.map(jnp.copy, self.state.params)
-        if latest is None:
-            return False
-        state, data_state, reference = self.checkpointer.restore(latest, self.state, self.reference)
-        self.state, self.reference = state, reference
-        self.pipeline.set_state(data_state)
-        self.step = latest
-        return True
+  def save(self) -> None:
+    self.checkpointer.save(
+      self.step, self.state, self.pipeline.get_state(), self.reference if self.use_reference else None
+    )
 
-    def load_reference(self) -> None:
-        """The frozen reference: the weights RL starts from, or `config.reference` (an HF directory)."""
-        if not self.use_reference:
-            return
-        if self.c.reference == "init":
-            self.reference = jax.tree.map(jnp.copy, self.state.params)
-        else:
-            model = hf.load(resolve_path(self.c.reference, "reference"), self.c.model.param_dtype, mesh=self.mesh,
-                            rules=self.rules)
-            self.reference = model.weights()
+  def restore_or_start(self) -> bool:
+    """Restores the latest checkpoint (True) or warm-starts a new run (False)."""
+    latest = self.checkpointer.latest_step()
+    if self.use_reference:
+      self.reference = jax.tree.map(jnp.copy, self.state.params)
+    if latest is None:
+      return False
+    state, data_state, reference = self.checkpointer.restore(latest, self.state, self.reference)
+    self.state, self.reference = state, reference
+    self.pipeline.set_state(data_state)
+    self.step = latest
+    return True
 
-    def close(self) -> None:
-        self.pool.close()
-        self.checkpointer.close()
-        self.preemption.restore()
+  def load_reference(self) -> None:
+    """The frozen reference: the weights RL starts from, or `config.reference` (an HF directory)."""
+    if not self.use_reference:
+      return
+    if self.c.reference == "init":
+      self.reference = jax.tree.map(jnp.copy, self.state.params)
+    else:
+      model = hf.load(
+        resolve_path(self.c.reference, "reference"), self.c.model.param_dtype, mesh=self.mesh, rules=self.rules
+      )
+      self.reference = model.weights()
+
+  def close(self) -> None:
+    self.pool.close()
+    self.checkpointer.close()
+    self.preemption.restore()
 
 
 @jax.jit
 def _sequence_kl(old_logp, ref_logp, mask):
-    """Per-sequence sum of k1 = old - ref over the completion [B] (KL in the reward)."""
-    return jnp.sum(jnp.where(mask, old_logp - ref_logp, 0.0), axis=-1)
+  """Per-sequence sum of k1 = old - ref over the completion [B] (KL in the reward)."""
+  return jnp.sum(jnp.where(mask, old_logp - ref_logp, 0.0), axis=-1)
 
 
 @functools.partial(jax.jit, static_argnames=("mesh", "rules"))
 def _take_rows(x, rows, mesh, rules):
-    y = jnp.take(x, rows, axis=0)
-    return jax.lax.with_sharding_constraint(y, step_lib.batch_sharding(mesh, rules, y.shape))
+  y = jnp.take(x, rows, axis=0)
+  return jax.lax.with_sharding_constraint(y, step_lib.batch_sharding(mesh, rules, y.shape))
 
 
 def train(config: Any, workdir: str) -> list[dict]:
-    """Trains from `config` into `workdir` (resuming from its latest checkpoint); returns the metric rows
-    this call logged (process 0; other processes return their own copies)."""
-    os.makedirs(workdir, exist_ok=True)
-    trainer = Trainer(config, workdir)
-    c = config
-    rows: list[dict] = []
-    writer = None
-    try:
-        if trainer.is_main:
-            with open(os.path.join(workdir, "config.json"), "w") as f:
-                json.dump(c.to_dict() if hasattr(c, "to_dict") else dict(c), f, indent=2, default=str)
-        resumed = trainer.restore_or_start()
-        writer = MetricWriter(workdir, c.train.steps, enabled=trainer.is_main, tensorboard=c.log.tensorboard,
-                              progress=c.log.progress, resume_step=trainer.step)
-        if not resumed:
-            sft_losses = trainer.sft_warm_start()
-            trainer.load_reference()
-            if sft_losses:
-                log.warning("SFT warm start: %d steps, loss %.3f -> %.3f", len(sft_losses), sft_losses[0], sft_losses[-1])
-            if c.eval.every:
-                first = {**trainer.evaluate()}
-                if sft_losses:
-                    first["sft/loss_first"], first["sft/loss_last"] = sft_losses[0], sft_losses[-1]
-                rows.append(writer.write(0, first))
-        else:
-            log.warning("resumed from step %d", trainer.step)
-        while trainer.step < c.train.steps:
-            metrics = trainer.rl_step()
-            if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
-                metrics.update(trainer.evaluate())
-            rows.append(writer.write(trainer.step, metrics))
-            if c.checkpoint.every and trainer.step % c.checkpoint.every == 0:
-                trainer.save()
-            if c.checkpoint.on_preemption and trainer.preemption.agreed():
-                log.warning("SIGTERM: saving step %d and stopping", trainer.step)
-                trainer.save()
-                break
-        else:
-            if trainer.checkpointer.latest_step() != trainer.step:
-                trainer.save()
-    finally:
-        if writer is not None:
-            writer.close()
-        trainer.close()
-    return rows
+  """Trains from `config` into `workdir` (resuming from its latest checkpoint); returns the metric rows
+  this call logged (process 0; other processes return their own copies)."""
+  os.makedirs(workdir, exist_ok=True)
+  trainer = Trainer(config, workdir)
+  c = config
+  rows: list[dict] = []
+  writer = None
+  try:
+    if trainer.is_main:
+      with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump(c.to_dict() if hasattr(c, "to_dict") else dict(c), f, indent=2, default=str)
+    resumed = trainer.restore_or_start()
+    writer = MetricWriter(
+      workdir,
+      c.train.steps,
+      enabled=trainer.is_main,
+      tensorboard=c.log.tensorboard,
+      progress=c.log.progress,
+      resume_step=trainer.step,
+    )
+    if not resumed:
+      sft_losses = trainer.sft_warm_start()
+      trainer.load_reference()
+      if sft_losses:
+        log.warning("SFT warm start: %d steps, loss %.3f -> %.3f", len(sft_losses), sft_losses[0], sft_losses[-1])
+      if c.eval.every:
+        first = {**trainer.evaluate()}
+        if sft_losses:
+          first["sft/loss_first"], first["sft/loss_last"] = sft_losses[0], sft_losses[-1]
+        rows.append(writer.write(0, first))
+    else:
+      log.warning("resumed from step %d", trainer.step)
+    while trainer.step < c.train.steps:
+      metrics = trainer.rl_step()
+      if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
+        metrics.update(trainer.evaluate())
+      rows.append(writer.write(trainer.step, metrics))
+      if c.checkpoint.every and trainer.step % c.checkpoint.every == 0:
+        trainer.save()
+      if c.checkpoint.on_preemption and trainer.preemption.agreed():
+        log.warning("SIGTERM: saving step %d and stopping", trainer.step)
+        trainer.save()
+        break
+    else:
+      if trainer.checkpointer.latest_step() != trainer.step:
+        trainer.save()
+  finally:
+    if writer is not None:
+      writer.close()
+    trainer.close()
+  return rows

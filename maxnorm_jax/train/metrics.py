@@ -16,77 +16,87 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def _clean(value: Any) -> float | None:
-    v = float(np.asarray(value))
-    return None if math.isnan(v) or math.isinf(v) else v
+  v = float(np.asarray(value))
+  return None if math.isnan(v) or math.isinf(v) else v
 
 
 def truncate_after(path: str, step: int) -> None:
-    """Drops the lines of steps > `step` (what a killed run logged after its last checkpoint)."""
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        lines = [ln for ln in f if ln.strip()]
-    kept = [ln for ln in lines if json.loads(ln)["step"] <= step]
-    with open(path + ".tmp", "w") as f:
-        f.writelines(kept)
-    os.replace(path + ".tmp", path)
+  """Drops the lines of steps > `step` (what a killed run logged after its last checkpoint)."""
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    lines = [ln for ln in f if ln.strip()]
+  kept = [ln for ln in lines if json.loads(ln)["step"] <= step]
+  with open(path + ".tmp", "w") as f:
+    f.writelines(kept)
+  os.replace(path + ".tmp", path)
 
 
 class MetricWriter:
-    """Writes scalar metrics per step. `resume_step`: the step a resumed run starts after."""
+  """Writes scalar metrics per step. `resume_step`: the step a resumed run starts after."""
 
-    def __init__(self, workdir: str, total_steps: int, *, enabled: bool = True, tensorboard: bool = True,
-                 progress: bool = True, resume_step: int = 0):
-        self.enabled = enabled
-        self.path = os.path.join(workdir, METRICS_FILE)
-        self._tb = None
-        self._bar = None
-        if not enabled:
-            return
-        os.makedirs(workdir, exist_ok=True)
-        truncate_after(self.path, resume_step)
-        self._file = open(self.path, "a")
-        if tensorboard:
-            from tensorboardX import SummaryWriter
-            self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
-        if progress:
-            from tqdm import tqdm
-            self._bar = tqdm(total=total_steps, initial=resume_step, desc="train", file=sys.stderr,
-                             dynamic_ncols=True)
+  def __init__(
+    self,
+    workdir: str,
+    total_steps: int,
+    *,
+    enabled: bool = True,
+    tensorboard: bool = True,
+    progress: bool = True,
+    resume_step: int = 0,
+  ):
+    self.enabled = enabled
+    self.path = os.path.join(workdir, METRICS_FILE)
+    self._tb = None
+    self._bar = None
+    if not enabled:
+      return
+    os.makedirs(workdir, exist_ok=True)
+    truncate_after(self.path, resume_step)
+    self._file = open(self.path, "a")
+    if tensorboard:
+      from tensorboardX import SummaryWriter
 
-    def write(self, step: int, metrics: Mapping[str, Any]) -> dict:
-        """Appends one line {"step", "time", **metrics}; returns it (NaN/inf become null)."""
-        row = {"step": int(step), "time": time.time()}
-        row.update({k: _clean(v) for k, v in sorted(metrics.items())})
-        if not self.enabled:
-            return row
-        self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
-        if self._tb is not None:
-            for k, v in row.items():
-                if k not in ("step", "time") and v is not None:
-                    self._tb.add_scalar(k, v, step)
-            self._tb.flush()
-        if self._bar is not None and "reward_mean" in row:
-            self._bar.set_postfix({"reward": row.get("reward_mean"), "kl": row.get("kl_mean"),
-                                   "acr": row.get("acr")}, refresh=False)
-            self._bar.update(step - self._bar.n)
-        return row
+      self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+    if progress:
+      from tqdm import tqdm
 
-    def close(self) -> None:
-        if not self.enabled:
-            return
-        self._file.close()
-        if self._tb is not None:
-            self._tb.close()
-        if self._bar is not None:
-            self._bar.close()
+      self._bar = tqdm(total=total_steps, initial=resume_step, desc="train", file=sys.stderr, dynamic_ncols=True)
+
+  def write(self, step: int, metrics: Mapping[str, Any]) -> dict:
+    """Appends one line {"step", "time", **metrics}; returns it (NaN/inf become null)."""
+    row = {"step": int(step), "time": time.time()}
+    row.update({k: _clean(v) for k, v in sorted(metrics.items())})
+    if not self.enabled:
+      return row
+    self._file.write(json.dumps(row) + "\n")
+    self._file.flush()
+    if self._tb is not None:
+      for k, v in row.items():
+        if k not in ("step", "time") and v is not None:
+          self._tb.add_scalar(k, v, step)
+      self._tb.flush()
+    if self._bar is not None and "reward_mean" in row:
+      self._bar.set_postfix(
+        {"reward": row.get("reward_mean"), "kl": row.get("kl_mean"), "acr": row.get("acr")}, refresh=False
+      )
+      self._bar.update(step - self._bar.n)
+    return row
+
+  def close(self) -> None:
+    if not self.enabled:
+      return
+    self._file.close()
+    if self._tb is not None:
+      self._tb.close()
+    if self._bar is not None:
+      self._bar.close()
 
 
 def save_card(workdir: str, step: int, arrays: Mapping[str, np.ndarray]) -> str:
-    """`workdir/cards/step_{step:06d}.npz` with the batch's rewards and advantage card."""
-    directory = os.path.join(workdir, "cards")
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"step_{step:06d}.npz")
-    np.savez(path, **{k: np.asarray(v) for k, v in arrays.items()})
-    return path
+  """`workdir/cards/step_{step:06d}.npz` with the batch's rewards and advantage card."""
+  directory = os.path.join(workdir, "cards")
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, f"step_{step:06d}.npz")
+  np.savez(path, **{k: np.asarray(v) for k, v in arrays.items()})
+  return path

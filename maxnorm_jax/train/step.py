@@ -28,91 +28,91 @@ from maxnorm_jax.train.state import TrainState
 
 @struct.dataclass
 class Rollout:
-    """One batch of B sampled sequences with everything the update needs.
+  """One batch of B sampled sequences with everything the update needs.
 
-    prompt_ids, prompt_mask [B, L] (left-padded); tokens, mask [B, N] (the completion and its real
-    tokens); loss_mask [B, N] (mask without the completions the loss ignores, e.g. truncated ones
-    under DAPO's masking); old_logp, ref_logp [B, N]; advantages, kl_weight [B] float32 and
-    takes_part [B] bool (`losses.card_to_sequences`).
-    """
+  prompt_ids, prompt_mask [B, L] (left-padded); tokens, mask [B, N] (the completion and its real
+  tokens); loss_mask [B, N] (mask without the completions the loss ignores, e.g. truncated ones
+  under DAPO's masking); old_logp, ref_logp [B, N]; advantages, kl_weight [B] float32 and
+  takes_part [B] bool (`losses.card_to_sequences`).
+  """
 
-    prompt_ids: jax.Array
-    prompt_mask: jax.Array
-    tokens: jax.Array
-    mask: jax.Array
-    loss_mask: jax.Array
-    old_logp: jax.Array
-    ref_logp: jax.Array
-    advantages: jax.Array
-    kl_weight: jax.Array
-    takes_part: jax.Array
+  prompt_ids: jax.Array
+  prompt_mask: jax.Array
+  tokens: jax.Array
+  mask: jax.Array
+  loss_mask: jax.Array
+  old_logp: jax.Array
+  ref_logp: jax.Array
+  advantages: jax.Array
+  kl_weight: jax.Array
+  takes_part: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
 class CardSpec:
-    """Static choices of the advantage card: estimator, its parameters, Protocol and filter."""
+  """Static choices of the advantage card: estimator, its parameters, Protocol and filter."""
 
-    estimator: str
-    params: tuple[tuple[str, Any], ...]
-    delta_res: float
-    gate: bool
-    binning: bool
-    zero_group: str
-    drop_collapsed: bool = False
-    collapse_std: float = 1e-6
+  estimator: str
+  params: tuple[tuple[str, Any], ...]
+  delta_res: float
+  gate: bool
+  binning: bool
+  zero_group: str
+  drop_collapsed: bool = False
+  collapse_std: float = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
 class UpdateSpec:
-    """Static choices of the PPO update."""
+  """Static choices of the PPO update."""
 
-    model: ModelConfig
-    mesh: Mesh
-    rules: Rules
-    optimizer: Any  # optax.GradientTransformation (cached per config, so hashable by identity)
-    temperature: float
-    surrogate: str
-    aggregation: str
-    kl_kind: str
-    kl_in_loss: bool
-    dual_clip: float | None
-    ppo_epochs: int
-    minibatches: int
-    grad_accum: int
+  model: ModelConfig
+  mesh: Mesh
+  rules: Rules
+  optimizer: Any  # optax.GradientTransformation (cached per config, so hashable by identity)
+  temperature: float
+  surrogate: str
+  aggregation: str
+  kl_kind: str
+  kl_in_loss: bool
+  dual_clip: float | None
+  ppo_epochs: int
+  minibatches: int
+  grad_accum: int
 
 
 def batch_sharding(mesh: Mesh, rules: Rules, shape) -> jax.sharding.NamedSharding:
-    """Rows over the batch axes of the mesh, other dimensions replicated."""
-    return logical_to_sharding(("batch",) + (None,) * (len(shape) - 1), rules, mesh, shape)
+  """Rows over the batch axes of the mesh, other dimensions replicated."""
+  return logical_to_sharding(("batch",) + (None,) * (len(shape) - 1), rules, mesh, shape)
 
 
 def _constrain_rows(tree, mesh, rules):
-    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch_sharding(mesh, rules, x.shape)), tree)
+  return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch_sharding(mesh, rules, x.shape)), tree)
 
 
 # ------------------------------------------------------------------------------- log-prob pass
 
 
 def completion_pass(cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask):
-    """Per-token log-probs and entropies of the completion tokens, and the MoE balancing loss.
+  """Per-token log-probs and entropies of the completion tokens, and the MoE balancing loss.
 
-    prompt_ids, prompt_mask [B, L]; tokens, mask [B, N] -> logp, entropy [B, N] (0 off the mask), lb [].
-    Logits at position t score token t+1, so the completion is scored from positions L-1 .. L+N-2.
-    """
-    length = prompt_ids.shape[1]
-    n = tokens.shape[1]
-    ids = jnp.concatenate([prompt_ids, tokens], axis=1)
-    attn = jnp.concatenate([prompt_mask, mask], axis=1)
-    h, router = hidden_states(cfg, params, ids, attn)
-    out = logprobs_from_hidden(cfg, params, h[:, length - 1:length + n - 1], tokens, mask, temperature=temperature)
-    return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
+  prompt_ids, prompt_mask [B, L]; tokens, mask [B, N] -> logp, entropy [B, N] (0 off the mask), lb [].
+  Logits at position t score token t+1, so the completion is scored from positions L-1 .. L+N-2.
+  """
+  length = prompt_ids.shape[1]
+  n = tokens.shape[1]
+  ids = jnp.concatenate([prompt_ids, tokens], axis=1)
+  attn = jnp.concatenate([prompt_mask, mask], axis=1)
+  h, router = hidden_states(cfg, params, ids, attn)
+  out = logprobs_from_hidden(cfg, params, h[:, length - 1 : length + n - 1], tokens, mask, temperature=temperature)
+  return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "temperature"))
 def sequence_logprobs(cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask):
-    """(logp, entropy) [B, N] of the completions under `params` (old policy or reference)."""
-    logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask)
-    return logp, entropy
+  """(logp, entropy) [B, N] of the completions under `params` (old policy or reference)."""
+  logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask)
+  return logp, entropy
 
 
 # ------------------------------------------------------------------------------- advantage card
@@ -120,188 +120,242 @@ def sequence_logprobs(cfg: ModelConfig, temperature: float, params, prompt_ids, 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
 def advantage_card(spec: CardSpec, rewards, mask, estimator_state) -> tuple[AdvantageCard, jax.Array]:
-    """Protocol -> estimator -> gate / zero-group rule (-> drop filter) on rewards [P, G].
+  """Protocol -> estimator -> gate / zero-group rule (-> drop filter) on rewards [P, G].
 
-    Returns the card and the rewards after the Protocol's binning [P, G].
-    """
-    binned, group_valid = protocol.apply(rewards, mask, delta_res=spec.delta_res, gate=spec.gate,
-                                         binning=spec.binning)
-    state = estimator_state if jax.tree.leaves(estimator_state) else None
-    card = advantages.compute(spec.estimator, binned, mask, state=state, **dict(spec.params))
-    card = protocol.apply_to_card(card, group_valid, zero_group=spec.zero_group)
-    if spec.drop_collapsed:
-        kept = ~collapsed_groups(rewards, mask, spec.collapse_std)
-        card = card.replace(valid=card.valid & kept, kl_weight=jnp.where(kept, card.kl_weight, 0.0),
-                            advantages=jnp.where(kept[:, None], card.advantages, 0.0))
-    if card.state is None:
-        card = card.replace(state={})
-    return card, binned
+  Returns the card and the rewards after the Protocol's binning [P, G].
+  """
+  binned, group_valid = protocol.apply(rewards, mask, delta_res=spec.delta_res, gate=spec.gate, binning=spec.binning)
+  state = estimator_state if jax.tree.leaves(estimator_state) else None
+  card = advantages.compute(spec.estimator, binned, mask, state=state, **dict(spec.params))
+  card = protocol.apply_to_card(card, group_valid, zero_group=spec.zero_group)
+  if spec.drop_collapsed:
+    kept = ~collapsed_groups(rewards, mask, spec.collapse_std)
+    card = card.replace(
+      valid=card.valid & kept,
+      kl_weight=jnp.where(kept, card.kl_weight, 0.0),
+      advantages=jnp.where(kept[:, None], card.advantages, 0.0),
+    )
+  if card.state is None:
+    card = card.replace(state={})
+  return card, binned
 
 
 def collapsed_groups(rewards, mask, collapse_std: float):
-    """[P] bool: groups whose valid rewards have std (ddof 0) below `collapse_std` (or < 2 samples)."""
-    r, m = groups.as_rewards_and_mask(rewards, mask)
-    return (groups.std(r, m, ddof=0) < collapse_std) | (groups.count(m) < 2)
+  """[P] bool: groups whose valid rewards have std (ddof 0) below `collapse_std` (or < 2 samples)."""
+  r, m = groups.as_rewards_and_mask(rewards, mask)
+  return (groups.std(r, m, ddof=0) < collapse_std) | (groups.count(m) < 2)
 
 
 # ------------------------------------------------------------------------------- the update
 
 
 def _minibatch_terms(spec: UpdateSpec, params, mb: Rollout, hp):
-    """Loss sum (to differentiate) and metric sums of one microbatch."""
-    n = mb.tokens.shape[1]
-    logp, entropy, lb = completion_pass(spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask,
-                                        mb.tokens, mb.mask)
-    weights = losses.SequenceWeights(mb.advantages, mb.kl_weight, mb.takes_part)
-    beta = hp["beta"] if spec.kl_in_loss else 0.0
-    pl = losses.policy_loss(
-        logp, mb.old_logp, mb.ref_logp, weights, mb.loss_mask, beta=beta, kl_kind=spec.kl_kind,
-        mode=spec.aggregation, surrogate=spec.surrogate, clip_low=hp["clip_low"], clip_high=hp["clip_high"],
-        dual_clip=spec.dual_clip, max_len=n,
-    )
-    mask = mb.loss_mask & mb.takes_part[:, None]
-    ent_sum, _ = losses.aggregate(entropy, mask, spec.aggregation, n)
-    total = pl.total - hp["entropy_coef"] * ent_sum
-    if spec.model.num_experts:
-        total = total + hp["aux_coef"] * lb * pl.denominator
-    tokens = jnp.sum(mask)
-    clip = diagnostics.clip_fractions(logp, mb.old_logp, mb.advantages[:, None], mask, hp["clip_low"], hp["clip_high"])
-    kl_old = jnp.sum(jnp.where(mask, losses.kl_penalty(logp, mb.old_logp, "k3"), 0.0))
-    sums = dict(denominator=pl.denominator, loss=total, reward_loss=pl.reward, kl_loss=pl.kl,
-                tokens=tokens.astype(jnp.float32), clip=clip["clip_frac"] * tokens, kl_old=kl_old)
-    return total, sums
+  """Loss sum (to differentiate) and metric sums of one microbatch."""
+  n = mb.tokens.shape[1]
+  logp, entropy, lb = completion_pass(
+    spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask, mb.tokens, mb.mask
+  )
+  weights = losses.SequenceWeights(mb.advantages, mb.kl_weight, mb.takes_part)
+  beta = hp["beta"] if spec.kl_in_loss else 0.0
+  pl = losses.policy_loss(
+    logp,
+    mb.old_logp,
+    mb.ref_logp,
+    weights,
+    mb.loss_mask,
+    beta=beta,
+    kl_kind=spec.kl_kind,
+    mode=spec.aggregation,
+    surrogate=spec.surrogate,
+    clip_low=hp["clip_low"],
+    clip_high=hp["clip_high"],
+    dual_clip=spec.dual_clip,
+    max_len=n,
+  )
+  mask = mb.loss_mask & mb.takes_part[:, None]
+  ent_sum, _ = losses.aggregate(entropy, mask, spec.aggregation, n)
+  total = pl.total - hp["entropy_coef"] * ent_sum
+  if spec.model.num_experts:
+    total = total + hp["aux_coef"] * lb * pl.denominator
+  tokens = jnp.sum(mask)
+  clip = diagnostics.clip_fractions(logp, mb.old_logp, mb.advantages[:, None], mask, hp["clip_low"], hp["clip_high"])
+  kl_old = jnp.sum(jnp.where(mask, losses.kl_penalty(logp, mb.old_logp, "k3"), 0.0))
+  sums = dict(
+    denominator=pl.denominator,
+    loss=total,
+    reward_loss=pl.reward,
+    kl_loss=pl.kl,
+    tokens=tokens.astype(jnp.float32),
+    clip=clip["clip_frac"] * tokens,
+    kl_old=kl_old,
+  )
+  return total, sums
 
 
 def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tuple[TrainState, dict]:
-    b = batch.tokens.shape[0]
-    m, a = spec.minibatches, spec.grad_accum
-    micro = b // (m * a)
-    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
-    grad_fn = jax.grad(lambda p, mb: _minibatch_terms(spec, p, mb, hp), has_aux=True)
+  b = batch.tokens.shape[0]
+  m, a = spec.minibatches, spec.grad_accum
+  micro = b // (m * a)
+  key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+  grad_fn = jax.grad(lambda p, mb: _minibatch_terms(spec, p, mb, hp), has_aux=True)
 
-    def minibatch(carry, idx):  # idx [A, micro]
-        params, opt_state = carry
+  def minibatch(carry, idx):  # idx [A, micro]
+    params, opt_state = carry
 
-        def micro_step(acc, ix):
-            mb = _constrain_rows(jax.tree.map(lambda x: x[ix], batch), spec.mesh, spec.rules)
-            g, sums = grad_fn(params, mb)
-            return jax.tree.map(jnp.add, acc, (g, sums)), None
+    def micro_step(acc, ix):
+      mb = _constrain_rows(jax.tree.map(lambda x: x[ix], batch), spec.mesh, spec.rules)
+      g, sums = grad_fn(params, mb)
+      return jax.tree.map(jnp.add, acc, (g, sums)), None
 
-        zero_sums = {k: jnp.zeros((), jnp.float32) for k in
-                     ("denominator", "loss", "reward_loss", "kl_loss", "tokens", "clip", "kl_old")}
-        acc0 = (jax.tree.map(jnp.zeros_like, params), zero_sums)
-        (g, sums), _ = jax.lax.scan(micro_step, acc0, idx)
-        denom = jnp.maximum(sums["denominator"], 1e-9)
-        g = jax.tree.map(lambda x: x / denom, g)
-        grad_norm = optax.tree.norm(g)
-        updates, opt_state = spec.optimizer.update(g, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        tokens = jnp.maximum(sums["tokens"], 1.0)
-        out = dict(loss=sums["loss"] / denom, reward_loss=sums["reward_loss"] / denom,
-                   kl_loss=sums["kl_loss"] / denom, clip_frac=sums["clip"] / tokens,
-                   kl_policy_old=sums["kl_old"] / tokens, grad_norm=grad_norm)
-        return (params, opt_state), out
+    zero_sums = {
+      k: jnp.zeros((), jnp.float32)
+      for k in ("denominator", "loss", "reward_loss", "kl_loss", "tokens", "clip", "kl_old")
+    }
+    acc0 = (jax.tree.map(jnp.zeros_like, params), zero_sums)
+    (g, sums), _ = jax.lax.scan(micro_step, acc0, idx)
+    denom = jnp.maximum(sums["denominator"], 1e-9)
+    g = jax.tree.map(lambda x: x / denom, g)
+    grad_norm = optax.tree.norm(g)
+    updates, opt_state = spec.optimizer.update(g, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    tokens = jnp.maximum(sums["tokens"], 1.0)
+    out = dict(
+      loss=sums["loss"] / denom,
+      reward_loss=sums["reward_loss"] / denom,
+      kl_loss=sums["kl_loss"] / denom,
+      clip_frac=sums["clip"] / tokens,
+      kl_policy_old=sums["kl_old"] / tokens,
+      grad_norm=grad_norm,
+    )
+    return (params, opt_state), out
 
-    def epoch(carry, epoch_key):
-        perm = jax.random.permutation(epoch_key, b).reshape(m, a, micro)
-        return jax.lax.scan(minibatch, carry, perm)
+  def epoch(carry, epoch_key):
+    perm = jax.random.permutation(epoch_key, b).reshape(m, a, micro)
+    return jax.lax.scan(minibatch, carry, perm)
 
-    keys = jax.random.split(key, spec.ppo_epochs)
-    (params, opt_state), per_update = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
-    metrics = jax.tree.map(jnp.mean, per_update)
-    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-    return new_state, metrics
+  keys = jax.random.split(key, spec.ppo_epochs)
+  (params, opt_state), per_update = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
+  metrics = jax.tree.map(jnp.mean, per_update)
+  new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+  return new_state, metrics
 
 
 _UPDATE_FNS: dict = {}
 
 
 def update_fn(spec: UpdateSpec, shardings: TrainState):
-    """The jitted update `(state, batch, hparams) -> (state, metrics)` with the state donated and
-    its output shardings fixed to `shardings` (one compilation per spec and layout)."""
-    leaves, treedef = jax.tree.flatten(shardings)
-    key = (spec, treedef, tuple(leaves))
-    if key not in _UPDATE_FNS:
-        _UPDATE_FNS[key] = jax.jit(functools.partial(_update, spec), donate_argnums=(0,),
-                                   out_shardings=(shardings, None))
-    return _UPDATE_FNS[key]
+  """The jitted update `(state, batch, hparams) -> (state, metrics)` with the state donated and
+  its output shardings fixed to `shardings` (one compilation per spec and layout)."""
+  leaves, treedef = jax.tree.flatten(shardings)
+  key = (spec, treedef, tuple(leaves))
+  if key not in _UPDATE_FNS:
+    _UPDATE_FNS[key] = jax.jit(functools.partial(_update, spec), donate_argnums=(0,), out_shardings=(shardings, None))
+  return _UPDATE_FNS[key]
 
 
 def check_batch_split(batch_rows: int, minibatches: int, grad_accum: int) -> None:
-    if batch_rows % (minibatches * grad_accum):
-        raise ValueError(f"P*G = {batch_rows} sequences do not split into train.minibatches={minibatches} x "
-                         f"train.grad_accum={grad_accum} equal parts")
+  if batch_rows % (minibatches * grad_accum):
+    raise ValueError(
+      f"P*G = {batch_rows} sequences do not split into train.minibatches={minibatches} x "
+      f"train.grad_accum={grad_accum} equal parts"
+    )
 
 
 # ------------------------------------------------------------------------------- metrics
 
 
 @functools.partial(jax.jit, static_argnames=("delta_res", "kl_kind", "has_reference"))
-def rollout_metrics(rewards, mask, card: AdvantageCard, tokens_mask, old_logp, ref_logp, entropy, lengths,
-                    truncated, *, delta_res: float, kl_kind: str, has_reference: bool) -> dict:
-    """The per-step diagnostics of DESIGN 3.5 from one batch (all scalars).
+def rollout_metrics(
+  rewards,
+  mask,
+  card: AdvantageCard,
+  tokens_mask,
+  old_logp,
+  ref_logp,
+  entropy,
+  lengths,
+  truncated,
+  *,
+  delta_res: float,
+  kl_kind: str,
+  has_reference: bool,
+) -> dict:
+  """The per-step diagnostics of DESIGN 3.5 from one batch (all scalars).
 
-    rewards, mask [P, G]; tokens_mask, old_logp, ref_logp, entropy [B, N]; lengths, truncated [B].
-    """
-    m = jnp.asarray(mask, jnp.float32)
-    n = jnp.maximum(jnp.sum(m), 1.0)
-    mean = jnp.sum(rewards * m) / n
-    out = {
-        "reward_mean": mean,
-        "reward_std": jnp.sqrt(jnp.sum(jnp.square(rewards - mean) * m) / n),
-        "acr": diagnostics.acr(rewards, mask),
-        "zero_group_frac": diagnostics.zero_group_frac(card, mask),
-        "subres_frac": diagnostics.subres_frac(rewards, mask, delta_res),
-        "valid_group_frac": jnp.mean(card.valid.astype(jnp.float32)),
-        "entropy": jnp.sum(entropy) / jnp.maximum(jnp.sum(tokens_mask), 1),
-        "response_len_mean": jnp.mean(lengths.astype(jnp.float32)),
-        "truncated_frac": jnp.mean(truncated.astype(jnp.float32)),
-        "adv_abs_mean": jnp.sum(jnp.abs(card.advantages)) / jnp.maximum(jnp.sum(mask), 1),
-    }
-    out.update(diagnostics.scale_percentiles(card))
-    if has_reference:
-        out.update(diagnostics.kl_stats(old_logp, ref_logp, tokens_mask, kl_kind))
-    else:
-        out.update(kl_mean=jnp.zeros(()), kl_p95=jnp.zeros(()))
-    return out
+  rewards, mask [P, G]; tokens_mask, old_logp, ref_logp, entropy [B, N]; lengths, truncated [B].
+  """
+  m = jnp.asarray(mask, jnp.float32)
+  n = jnp.maximum(jnp.sum(m), 1.0)
+  mean = jnp.sum(rewards * m) / n
+  out = {
+    "reward_mean": mean,
+    "reward_std": jnp.sqrt(jnp.sum(jnp.square(rewards - mean) * m) / n),
+    "acr": diagnostics.acr(rewards, mask),
+    "zero_group_frac": diagnostics.zero_group_frac(card, mask),
+    "subres_frac": diagnostics.subres_frac(rewards, mask, delta_res),
+    "valid_group_frac": jnp.mean(card.valid.astype(jnp.float32)),
+    "entropy": jnp.sum(entropy) / jnp.maximum(jnp.sum(tokens_mask), 1),
+    "response_len_mean": jnp.mean(lengths.astype(jnp.float32)),
+    "truncated_frac": jnp.mean(truncated.astype(jnp.float32)),
+    "adv_abs_mean": jnp.sum(jnp.abs(card.advantages)) / jnp.maximum(jnp.sum(mask), 1),
+  }
+  out.update(diagnostics.scale_percentiles(card))
+  if has_reference:
+    out.update(diagnostics.kl_stats(old_logp, ref_logp, tokens_mask, kl_kind))
+  else:
+    out.update(kl_mean=jnp.zeros(()), kl_p95=jnp.zeros(()))
+  return out
 
 
 def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: bool):
-    logp, _, _ = completion_pass(spec.model, spec.temperature, params, batch.prompt_ids, batch.prompt_mask,
-                                 batch.tokens, batch.mask)
-    n = batch.tokens.shape[1]
-    mask = batch.loss_mask & weights.takes_part[:, None]
-    if with_kl:
-        s, d = losses.kl_branch(logp, batch.ref_logp, weights.kl_weight, mask, beta=1.0, kind=spec.kl_kind,
-                                mode=spec.aggregation, max_len=n)
-    else:
-        s, d = losses.reward_branch(logp, batch.old_logp, weights.advantages, mask, mode=spec.aggregation,
-                                    surrogate=spec.surrogate, clip_low=0.2, clip_high=0.2, max_len=n)
-    return s / jnp.maximum(d, 1e-9)
+  logp, _, _ = completion_pass(
+    spec.model, spec.temperature, params, batch.prompt_ids, batch.prompt_mask, batch.tokens, batch.mask
+  )
+  n = batch.tokens.shape[1]
+  mask = batch.loss_mask & weights.takes_part[:, None]
+  if with_kl:
+    s, d = losses.kl_branch(
+      logp, batch.ref_logp, weights.kl_weight, mask, beta=1.0, kind=spec.kl_kind, mode=spec.aggregation, max_len=n
+    )
+  else:
+    s, d = losses.reward_branch(
+      logp,
+      batch.old_logp,
+      weights.advantages,
+      mask,
+      mode=spec.aggregation,
+      surrogate=spec.surrogate,
+      clip_low=0.2,
+      clip_high=0.2,
+      max_len=n,
+    )
+  return s / jnp.maximum(d, 1e-9)
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "group_size"))
-def gradient_diagnostics(spec: UpdateSpec, group_size: int, params, batch: Rollout, card: AdvantageCard,
-                         rewards, mask, beta):
-    """R/KL, cos(g_R, -g_KL) and Dir (against the cardinal s_q = 1 card) on the low-variance groups
-    (updated groups with reward std < 1e-2) of this batch, at the current parameters.
+def gradient_diagnostics(
+  spec: UpdateSpec, group_size: int, params, batch: Rollout, card: AdvantageCard, rewards, mask, beta
+):
+  """R/KL, cos(g_R, -g_KL) and Dir (against the cardinal s_q = 1 card) on the low-variance groups
+  (updated groups with reward std < 1e-2) of this batch, at the current parameters.
 
-    Returns the metrics and the number of low-variance groups (the metrics are NaN when it is 0).
-    """
-    low = diagnostics.low_variance_groups(card, rewards, mask)
-    rows = jnp.repeat(low, group_size)
-    sample = jnp.asarray(mask, bool).reshape(-1)
-    weights = losses.SequenceWeights(batch.advantages, batch.kl_weight, batch.takes_part & rows & sample)
-    cardinal = diagnostics.cardinal_card(card)
-    cw = losses.card_to_sequences(cardinal, mask)
-    cw = cw._replace(takes_part=cw.takes_part & rows)
-    out = diagnostics.gradient_diagnostics(
-        lambda p: _branch_losses(spec, p, batch, weights, False),
-        lambda p: _branch_losses(spec, p, batch, weights, True),
-        params, beta,
-        cardinal_reward_loss_fn=lambda p: _branch_losses(spec, p, batch, cw, False),
-    )
-    count = jnp.sum(low)
-    out = {k: jnp.where(count > 0, v, jnp.nan) for k, v in out.items()}
-    out["low_variance_groups"] = count.astype(jnp.float32)
-    return out
+  Returns the metrics and the number of low-variance groups (the metrics are NaN when it is 0).
+  """
+  low = diagnostics.low_variance_groups(card, rewards, mask)
+  rows = jnp.repeat(low, group_size)
+  sample = jnp.asarray(mask, bool).reshape(-1)
+  weights = losses.SequenceWeights(batch.advantages, batch.kl_weight, batch.takes_part & rows & sample)
+  cardinal = diagnostics.cardinal_card(card)
+  cw = losses.card_to_sequences(cardinal, mask)
+  cw = cw._replace(takes_part=cw.takes_part & rows)
+  out = diagnostics.gradient_diagnostics(
+    lambda p: _branch_losses(spec, p, batch, weights, False),
+    lambda p: _branch_losses(spec, p, batch, weights, True),
+    params,
+    beta,
+    cardinal_reward_loss_fn=lambda p: _branch_losses(spec, p, batch, cw, False),
+  )
+  count = jnp.sum(low)
+  out = {k: jnp.where(count > 0, v, jnp.nan) for k, v in out.items()}
+  out["low_variance_groups"] = count.astype(jnp.float32)
+  return out

@@ -3,7 +3,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from maxnorm_jax.core import advantages
@@ -16,23 +17,35 @@ STATELESS = [n for n in advantages.names() if n != "avspo"]
 
 
 def test_names_are_the_design_registry():
-  assert advantages.names() == sorted([
-      "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "maxnorm_rloo",
-      "maxnorm_dr_grpo", "p90", "grpo_beta_comp", "gopo", "avspo", "f_grpo",
-  ])
+  assert advantages.names() == sorted(
+    [
+      "grpo",
+      "dr_grpo",
+      "rloo",
+      "reinforce_pp",
+      "reinforce_pp_baseline",
+      "maxnorm_rloo",
+      "maxnorm_dr_grpo",
+      "p90",
+      "grpo_beta_comp",
+      "gopo",
+      "avspo",
+      "f_grpo",
+    ]
+  )
 
 
 @pytest.mark.parametrize(
-    "name,params,pos,neg",
-    [
-        ("grpo", {}, 1.2076124, -0.7245674),
-        ("rloo", {}, 0.7142857, -0.4285714),
-        ("dr_grpo", {}, 0.625, -0.375),
-        ("maxnorm_rloo", {"tau_res": 0.1}, 1.0, -0.6),
-        ("maxnorm_dr_grpo", {"tau_res": 0.1}, 1.0, -0.6),
-        ("gopo", {}, 2.0 - 4.0 / 7.0, 2.0 - 4.0 * 5.0 / 7.0),
-        ("f_grpo", {}, 1.2076124 * 5 / 8, -0.7245674 * 5 / 8),
-    ],
+  "name,params,pos,neg",
+  [
+    ("grpo", {}, 1.2076124, -0.7245674),
+    ("rloo", {}, 0.7142857, -0.4285714),
+    ("dr_grpo", {}, 0.625, -0.375),
+    ("maxnorm_rloo", {"tau_res": 0.1}, 1.0, -0.6),
+    ("maxnorm_dr_grpo", {"tau_res": 0.1}, 1.0, -0.6),
+    ("gopo", {}, 2.0 - 4.0 / 7.0, 2.0 - 4.0 * 5.0 / 7.0),
+    ("f_grpo", {}, 1.2076124 * 5 / 8, -0.7245674 * 5 / 8),
+  ],
 )
 def test_hand_computed_reference_values(name, params, pos, neg):
   card = advantages.compute(name, THREE_OF_EIGHT, **params)
@@ -153,8 +166,9 @@ def test_matches_per_group_numpy_loop_on_ragged_groups(name, compute_jit):
 rewards_st = hnp.arrays(np.float32, (P, G), elements=st.sampled_from([0.0, 0.25, 0.5, 0.5078125, 1.0, -3.0]))
 masks_st = hnp.arrays(np.bool_, (P, G))
 floats_st = hnp.arrays(
-    np.float32, (P, G),
-    elements=st.floats(-1e6, 1e6, width=32, allow_nan=False, allow_infinity=False),
+  np.float32,
+  (P, G),
+  elements=st.floats(-1e6, 1e6, width=32, allow_nan=False, allow_infinity=False),
 )
 
 
@@ -221,9 +235,9 @@ def test_all_outputs_finite_on_any_input(r, m, compute_jit):
 
 @settings(max_examples=30, deadline=None)
 @given(
-    r=hnp.arrays(np.float32, (P, G), elements=st.sampled_from([0.0, 1.0, 0.3, 0.7])),
-    m=masks_st,
-    tau=st.sampled_from([0.0, 0.2, 0.5, 0.9]),
+  r=hnp.arrays(np.float32, (P, G), elements=st.sampled_from([0.0, 1.0, 0.3, 0.7])),
+  m=masks_st,
+  tau=st.sampled_from([0.0, 0.2, 0.5, 0.9]),
 )
 def test_avspo_bound_and_reference(r, m, tau):
   state = advantages.initial_state("avspo").replace(tau_adapt=jnp.float32(tau))

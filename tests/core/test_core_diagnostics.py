@@ -61,7 +61,9 @@ def test_gradient_diagnostics_on_a_softmax_policy():
       return s / d
 
     def kl(theta):
-      s, d = losses.kl_branch(logp_of(theta), jax.nn.log_softmax(logits_ref)[actions][:, None], w.kl_weight, mask, beta=1.0)
+      s, d = losses.kl_branch(
+        logp_of(theta), jax.nn.log_softmax(logits_ref)[actions][:, None], w.kl_weight, mask, beta=1.0
+      )
       return s / d
 
     return reward, kl

@@ -51,15 +51,15 @@ def test_aggregate_modes_and_exact_microbatching():
   m[2] = False
   lengths = m.sum(-1)
   expected = {
-      "token-mean": (x * m).sum() / m.sum(),
-      "seq-mean-token-mean": ((x * m).sum(-1)[lengths > 0] / lengths[lengths > 0]).sum() / 5,
-      "seq-mean-token-sum": (x * m).sum() / 5,
-      "seq-mean-token-sum-norm": (x * m).sum() / (5 * 5),
+    "token-mean": (x * m).sum() / m.sum(),
+    "seq-mean-token-mean": ((x * m).sum(-1)[lengths > 0] / lengths[lengths > 0]).sum() / 5,
+    "seq-mean-token-sum": (x * m).sum() / 5,
+    "seq-mean-token-sum-norm": (x * m).sum() / (5 * 5),
   }
   for mode, value in expected.items():
     s, d = losses.aggregate(jnp.asarray(x), jnp.asarray(m), mode)
     np.testing.assert_allclose(s / d, value, rtol=1e-5, err_msg=mode)
-    parts = [losses.aggregate(jnp.asarray(x[i:i + 2]), jnp.asarray(m[i:i + 2]), mode) for i in (0, 2, 4)]
+    parts = [losses.aggregate(jnp.asarray(x[i : i + 2]), jnp.asarray(m[i : i + 2]), mode) for i in (0, 2, 4)]
     np.testing.assert_allclose(sum(p[0] for p in parts) / sum(p[1] for p in parts), value, rtol=1e-5)
   with pytest.raises(ValueError, match="unknown aggregation mode"):
     losses.aggregate(jnp.asarray(x), jnp.asarray(m), "mean")

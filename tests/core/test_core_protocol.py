@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from maxnorm_jax.core import advantages, protocol
@@ -33,8 +34,8 @@ def test_binning_single_linkage_chains_and_cluster_means():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    r=hnp.arrays(np.float32, (3, 8), elements=st.floats(0, 1, width=32)),
-    m=hnp.arrays(np.bool_, (3, 8)),
+  r=hnp.arrays(np.float32, (3, 8), elements=st.floats(0, 1, width=32)),
+  m=hnp.arrays(np.bool_, (3, 8)),
 )
 def test_binning_properties(r, m):
   binned = np.asarray(protocol.binning(r, m, delta_res=0.05))
@@ -42,7 +43,9 @@ def test_binning_properties(r, m):
     vals = np.sort(np.unique(binned[q][m[q]]))
     if len(vals) > 1:
       assert np.min(np.diff(vals)) >= 0.05 - 1e-6  # distinct clusters are credible gaps apart
-    np.testing.assert_allclose(binned[q][m[q]].mean() if m[q].any() else 0, r[q][m[q]].mean() if m[q].any() else 0, atol=1e-5)
+    np.testing.assert_allclose(
+      binned[q][m[q]].mean() if m[q].any() else 0, r[q][m[q]].mean() if m[q].any() else 0, atol=1e-5
+    )
     order = np.argsort(r[q][m[q]], kind="stable")
     assert np.all(np.diff(binned[q][m[q]][order]) >= -1e-6)  # order is kept
 

@@ -1,10 +1,10 @@
 """Estimators under jit with inputs sharded over an 8-device mesh (conftest forces 8 CPU devices)."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as Ps
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as Ps
 
 from maxnorm_jax.core import advantages, protocol
 

@@ -13,7 +13,10 @@ INV_PI2 = 1.0 / math.pi**2
 def test_arcsine_weight_is_pi_times_the_derivative_of_the_transform():
   p = np.linspace(0.05, 0.95, 19)
   h = 1e-6
-  f = lambda x: (2 / np.pi) * np.arcsin(np.sqrt(x))
+
+  def f(x):
+    return (2 / np.pi) * np.arcsin(np.sqrt(x))
+
   np.testing.assert_allclose(arcsine.arcsine_weight(p), np.pi * (f(p + h) - f(p - h)) / (2 * h), rtol=1e-5)
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from maxnorm_jax.core import groups
-from maxnorm_jax.lab import bandit as bandit_lib, methods, run, simulate
+from maxnorm_jax.lab import bandit as bandit_lib
+from maxnorm_jax.lab import methods, run, simulate
 
 CFG = bandit_lib.BanditConfig()
 
@@ -15,7 +16,10 @@ def test_prompt_kinds_have_the_promised_rewards():
   mean = np.asarray(b.mean_reward)
   kind = np.asarray(b.kind)
   jitter, credible, binary = (mean[kind == k] for k in range(3))
-  span = lambda x: x.max(-1) - x.min(-1)
+
+  def span(x):
+    return x.max(-1) - x.min(-1)
+
   assert np.all(span(jitter) < 0.5e-2)  # far below delta_res = 1e-2 (noise sd 1e-4 on top)
   assert np.all(span(credible) > 1.1e-2)  # credible gaps above delta_res ...
   assert np.all(span(credible) / 2 < 1e-2)  # ... yet any group's std (at most gap/2) < 1e-2

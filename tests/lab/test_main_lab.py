@@ -5,8 +5,7 @@ import os
 
 from maxnorm_jax.lab import __main__ as main_module
 
-PNGS = ("jitter_kl.png", "credible_gaps.png", "binary_reward.png", "arcsine_limit.png",
-        "implied_transforms.png")
+PNGS = ("jitter_kl.png", "credible_gaps.png", "binary_reward.png", "arcsine_limit.png", "implied_transforms.png")
 
 
 def _is_png(path):

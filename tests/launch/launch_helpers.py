@@ -10,11 +10,11 @@ PROBE = pathlib.Path(__file__).resolve().parent / "pod_probe.py"
 
 
 def load_launch_module(name: str):
-    """Imports launch/<name>.py (launch/ is a folder of scripts, not a package)."""
-    key = f"_launch_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, LAUNCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+  """Imports launch/<name>.py (launch/ is a folder of scripts, not a package)."""
+  key = f"_launch_{name}"
+  if key not in sys.modules:
+    spec = importlib.util.spec_from_file_location(key, LAUNCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+  return sys.modules[key]

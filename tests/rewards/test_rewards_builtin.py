@@ -13,31 +13,58 @@ def test_last_boxed_nested_and_last():
   assert last_boxed("none") is None
 
 
-@pytest.mark.parametrize("text,answer,source", [
-    ("19", "19", "last_integer"), ("x 3 then 19<eos>", "19", "last_integer"),
-    (r"\boxed{-7} and later 3", "-7", "boxed"), (r"\boxed{1,024}", "1024", "boxed"),
-    (r"\boxed{x = 12}", "x=12", "boxed"), (r"\boxed{3.5}", "3.5", "boxed"),
-    ("no digits", None, "none"), ("-5", "-5", "last_integer"),
-])
+@pytest.mark.parametrize(
+  "text,answer,source",
+  [
+    ("19", "19", "last_integer"),
+    ("x 3 then 19<eos>", "19", "last_integer"),
+    (r"\boxed{-7} and later 3", "-7", "boxed"),
+    (r"\boxed{1,024}", "1024", "boxed"),
+    (r"\boxed{x = 12}", "x=12", "boxed"),
+    (r"\boxed{3.5}", "3.5", "boxed"),
+    ("no digits", None, "none"),
+    ("-5", "-5", "last_integer"),
+  ],
+)
 def test_integer_answer(text, answer, source):
   assert integer_answer(text) == (answer, source)
 
 
-@pytest.mark.parametrize("completion,reward", [
-    ("19", 1.0), ("the sum is 19", 1.0), (r"\boxed{19} maybe 20", 1.0), ("18", 0.0),
-    ("", 0.0), ("190", 0.0), ("-19", 0.0), (r"\boxed{x = 19}", 0.0), (r"\boxed{19.0}", 0.0),
+@pytest.mark.parametrize(
+  "completion,reward",
+  [
+    ("19", 1.0),
+    ("the sum is 19", 1.0),
+    (r"\boxed{19} maybe 20", 1.0),
+    ("18", 0.0),
+    ("", 0.0),
+    ("190", 0.0),
+    ("-19", 0.0),
+    (r"\boxed{x = 19}", 0.0),
+    (r"\boxed{19.0}", 0.0),
     ("019", 1.0),
-])
+  ],
+)
 def test_arith_binary(completion, reward):
   s = verifier_for("arith").score(completion, {"task": "arith", "answer": "19"})
   assert s.reward == reward and s.resolution == 1.0 and s.valid
 
 
-@pytest.mark.parametrize("gold,completion,reward,k", [
-    ("123", "123", 1.0, 3), ("123", "124", 2 / 3, 3), ("123", "23", 2 / 3, 3), ("123", "9123", 1.0, 3),
-    ("-123", "-124", 3 / 4, 4), ("-123", "123", 3 / 4, 4), ("-123", "-999", 1 / 4, 4),
-    ("7", "x", 0.0, 1), ("40", "0", 1 / 2, 2), ("5", "-5", 1.0, 1),
-])
+@pytest.mark.parametrize(
+  "gold,completion,reward,k",
+  [
+    ("123", "123", 1.0, 3),
+    ("123", "124", 2 / 3, 3),
+    ("123", "23", 2 / 3, 3),
+    ("123", "9123", 1.0, 3),
+    ("-123", "-124", 3 / 4, 4),
+    ("-123", "123", 3 / 4, 4),
+    ("-123", "-999", 1 / 4, 4),
+    ("7", "x", 0.0, 1),
+    ("40", "0", 1 / 2, 2),
+    ("5", "-5", 1.0, 1),
+  ],
+)
 def test_arith_digits_grid(gold, completion, reward, k):
   s = verifier_for("arith_digits").score(completion, {"task": "arith_digits", "answer": gold})
   assert s.reward == pytest.approx(reward)
@@ -71,6 +98,7 @@ def test_score_record_dispatch_and_unknown_task():
 
 def test_pool_deadlines_by_task():
   from maxnorm_jax.rewards import deadline_for
+
   assert deadline_for({"task": "math", "answer": "1"}) == 5.0
   assert deadline_for({"task": "arith", "answer": "1"}) == 5.0
   assert deadline_for({"task": "code", "tests": [{"input": "", "output": ""}] * 2}) == 2 * (5.0 + 2.0) + 5.0

@@ -7,35 +7,35 @@ import pytest
 from maxnorm_jax.rewards import MathVerifier, score_record
 
 POSITIVE = [
-    (r"The answer is $\boxed{\frac{1}{2}}$.", "1/2"),
-    (r"so \boxed{0.5}", r"\frac12"),
-    (r"\boxed{\dfrac{1}{2}}", r"\frac{1}{2}"),
-    (r"First \boxed{3}, no wait: \boxed{19}", "19"),
-    (r"\boxed{x^2+2x+1}", "(x+1)^2"),
-    (r"\boxed{\{2, 1\}}", r"\{1,2\}"),
-    (r"\boxed{\sqrt{18}}", r"3\sqrt{2}"),
-    (r"$\boxed{2^{10}}$", "1024"),
-    (r"\boxed{-\frac{3}{4}}", "-0.75"),
-    (r"Therefore $x = \boxed{5}$", r"$5$"),
-    ("The final answer is 7", "7"),
-    (r"\boxed{\frac{\pi}{2}}", r"\pi/2"),
-    (r"\boxed{0.333333}", r"\frac{1}{3}"),                   # a decimal for a repeating fraction
-    (r"\boxed{0.125}", r"\frac{1}{8}"),
-    (r"\boxed{007}", "7"),
+  (r"The answer is $\boxed{\frac{1}{2}}$.", "1/2"),
+  (r"so \boxed{0.5}", r"\frac12"),
+  (r"\boxed{\dfrac{1}{2}}", r"\frac{1}{2}"),
+  (r"First \boxed{3}, no wait: \boxed{19}", "19"),
+  (r"\boxed{x^2+2x+1}", "(x+1)^2"),
+  (r"\boxed{\{2, 1\}}", r"\{1,2\}"),
+  (r"\boxed{\sqrt{18}}", r"3\sqrt{2}"),
+  (r"$\boxed{2^{10}}$", "1024"),
+  (r"\boxed{-\frac{3}{4}}", "-0.75"),
+  (r"Therefore $x = \boxed{5}$", r"$5$"),
+  ("The final answer is 7", "7"),
+  (r"\boxed{\frac{\pi}{2}}", r"\pi/2"),
+  (r"\boxed{0.333333}", r"\frac{1}{3}"),  # a decimal for a repeating fraction
+  (r"\boxed{0.125}", r"\frac{1}{8}"),
+  (r"\boxed{007}", "7"),
 ]
 
 NEGATIVE = [
-    (r"\boxed{\frac{1}{2^{98}}}", r"\frac{1}{2^{99}}"),       # rounding would call these equal
-    (r"\boxed{0}", r"\frac{1}{2^{99}}"),
-    (r"\boxed{123456789012345679}", "123456789012345678"),
-    (r"\boxed{19} then \boxed{3}", "19"),                     # the last box counts
-    (r"\boxed{\frac{1}{3}}", "1/2"),
-    (r"\boxed{x^2+1}", "(x+1)^2"),
-    ("no answer here", "3"),
-    (r"\boxed{\{1, 3\}}", r"\{1,2\}"),
-    (r"\boxed{0.10000001}", "0.1"),                          # rounding would call these equal
-    (r"\boxed{0.1250001}", r"\frac{1}{8}"),
-    (r"\boxed{0.0}", r"\frac{1}{2^{99}}"),
+  (r"\boxed{\frac{1}{2^{98}}}", r"\frac{1}{2^{99}}"),  # rounding would call these equal
+  (r"\boxed{0}", r"\frac{1}{2^{99}}"),
+  (r"\boxed{123456789012345679}", "123456789012345678"),
+  (r"\boxed{19} then \boxed{3}", "19"),  # the last box counts
+  (r"\boxed{\frac{1}{3}}", "1/2"),
+  (r"\boxed{x^2+1}", "(x+1)^2"),
+  ("no answer here", "3"),
+  (r"\boxed{\{1, 3\}}", r"\{1,2\}"),
+  (r"\boxed{0.10000001}", "0.1"),  # rounding would call these equal
+  (r"\boxed{0.1250001}", r"\frac{1}{8}"),
+  (r"\boxed{0.0}", r"\frac{1}{2^{99}}"),
 ]
 
 

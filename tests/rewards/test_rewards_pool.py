@@ -6,10 +6,9 @@ import time
 
 import numpy as np
 import pytest
+from rewards_pool_helpers import nan_reward, slow_or_dead
 
 from maxnorm_jax.rewards import VerifierPool, detect_mode
-
-from rewards_pool_helpers import nan_reward, slow_or_dead
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +29,15 @@ def helper_pool():
 
 def test_builtin_records_in_order(builtin_pool):
   items = [
-      ("19", {"task": "arith", "answer": "19"}),
-      (r"\boxed{\frac{2}{4}}", {"task": "math", "answer": "1/2"}),
-      ("124", {"task": "arith_digits", "answer": "123"}),
-      (r"\boxed{\frac{1}{2^{98}}}", {"task": "math", "answer": r"\frac{1}{2^{99}}"}),
-      ("```python\nprint(int(input()) * 2)\n```",
-       {"task": "code", "answer": "", "tests": [{"input": "3", "output": "6"}, {"input": "4", "output": "9"}]}),
-      ("18", {"task": "arith", "answer": "19"}),
+    ("19", {"task": "arith", "answer": "19"}),
+    (r"\boxed{\frac{2}{4}}", {"task": "math", "answer": "1/2"}),
+    ("124", {"task": "arith_digits", "answer": "123"}),
+    (r"\boxed{\frac{1}{2^{98}}}", {"task": "math", "answer": r"\frac{1}{2^{99}}"}),
+    (
+      "```python\nprint(int(input()) * 2)\n```",
+      {"task": "code", "answer": "", "tests": [{"input": "3", "output": "6"}, {"input": "4", "output": "9"}]},
+    ),
+    ("18", {"task": "arith", "answer": "19"}),
   ]
   handle = builtin_pool.submit(items)
   scores = handle.result(timeout=60)
@@ -50,11 +51,13 @@ def test_builtin_records_in_order(builtin_pool):
 def test_hanging_math_item_costs_its_deadline_and_worker_is_replaced(builtin_pool):
   replaced = builtin_pool.replaced
   t0 = time.monotonic()
-  handle = builtin_pool.submit([
+  handle = builtin_pool.submit(
+    [
       (r"\boxed{2^{2^{2^{2^{2^{2}}}}}}", {"task": "math", "answer": "1"}),
       ("7", {"task": "arith", "answer": "7"}),
       (r"\boxed{3}", {"task": "math", "answer": "3"}),
-  ])
+    ]
+  )
   scores = handle.result(timeout=30)
   assert time.monotonic() - t0 < 6.0
   assert scores[0].reward == 0.0 and scores[0].info["timeout"] is True
@@ -77,8 +80,14 @@ def test_submit_returns_at_once_and_batches_overlap(helper_pool):
 
 def test_hung_and_dead_workers_are_replaced(helper_pool):
   replaced = helper_pool.replaced
-  items = [("hang", {"reward": 1.0}), ("die", {"reward": 1.0}), ("ok", {"reward": 0.75}),
-           ("ok", {"reward": 1.0}), ("hang", {"reward": 1.0}), ("ok", {"reward": 0.0})]
+  items = [
+    ("hang", {"reward": 1.0}),
+    ("die", {"reward": 1.0}),
+    ("ok", {"reward": 0.75}),
+    ("ok", {"reward": 1.0}),
+    ("hang", {"reward": 1.0}),
+    ("ok", {"reward": 0.0}),
+  ]
   t0 = time.monotonic()
   scores = helper_pool.submit(items).result(timeout=60)
   assert time.monotonic() - t0 < 15.0
@@ -94,8 +103,7 @@ def test_hung_and_dead_workers_are_replaced(helper_pool):
 
 def test_bad_user_rewards_are_rejected_and_counted():
   with VerifierPool(num_workers=1, score_fn=nan_reward, timeout_s=5.0, warmup=None) as pool:
-    scores = pool.score([("nan", {}), ("ok", {}), ("inf", {}), ("big", {}), ("raise", {})],
-                        timeout=60)
+    scores = pool.score([("nan", {}), ("ok", {}), ("inf", {}), ("big", {}), ("raise", {})], timeout=60)
     assert [s.valid for s in scores] == [False, True, False, False, False]
     assert [s.info.get("rejected") for s in scores] == ["nan", None, "inf", "out_of_range", "error"]
     assert scores[1].reward == 0.25 and not any(math.isnan(s.reward) for s in scores)
@@ -155,6 +163,7 @@ def test_killing_a_worker_mid_sandbox_takes_the_sandbox_with_it():
 
 def test_workers_that_cannot_start_break_the_pool_loudly():
   import sys
+
   pool = VerifierPool(num_workers=1, score_fn=slow_or_dead, timeout_s=1.0, warmup=sys.exit)
   try:
     handle = pool.submit([("ok", {"reward": 1.0})] * 2)

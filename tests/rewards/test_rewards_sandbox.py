@@ -46,14 +46,15 @@ def verifier():
 
 def test_stdio_and_assert_tests_score_the_fraction_passed(verifier):
   code = fenced("a, b = map(int, input().split())\nprint(a + b)")
-  tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5", "output": "10"},
-           {"input": "2 2", "output": "5"}]
+  tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5", "output": "10"}, {"input": "2 2", "output": "5"}]
   s = verifier.score(code, tests)
   assert s.reward == pytest.approx(2 / 3) and s.resolution == pytest.approx(1 / 3)
   assert s.info["passed"] == 2 and s.info["total"] == 3
   assert [c["passed"] for c in s.info["cases"]] == [True, True, False]
-  s = verifier.score(fenced("def f(x):\n    return 2 * x"),
-                     "assert f(2) == 4\nassert f(3) == 7\ny = f(0)\nassert y == 0\nassert f(1) == 2")
+  s = verifier.score(
+    fenced("def f(x):\n    return 2 * x"),
+    "assert f(2) == 4\nassert f(3) == 7\ny = f(0)\nassert y == 0\nassert f(1) == 2",
+  )
   assert s.reward == 0.75 and s.info["passed"] == 3 and s.info["total"] == 4
 
 
@@ -79,16 +80,17 @@ def test_infinite_loop_hits_the_deadline(verifier):
 
 @needs_root
 def test_allocating_4_gib_fails(verifier):
-  s = verifier.score(fenced("b = bytearray(4 << 30)\nprint('allocated')"),
-                     [{"input": "", "output": "allocated"}])
+  s = verifier.score(fenced("b = bytearray(4 << 30)\nprint('allocated')"), [{"input": "", "output": "allocated"}])
   case = s.info["cases"][0]
   assert s.reward == 0.0 and case["returncode"] == 1 and "MemoryError" in case["stderr"]
 
 
 @needs_root
 def test_fork_bomb_is_bounded_and_cleaned_up(verifier):
-  bomb = ("import os, time\nn = 0\nwhile n < 10000:\n    try:\n        os.fork()\n        n += 1\n"
-          "    except OSError:\n        time.sleep(0.01)\nprint('forked')")
+  bomb = (
+    "import os, time\nn = 0\nwhile n < 10000:\n    try:\n        os.fork()\n        n += 1\n"
+    "    except OSError:\n        time.sleep(0.01)\nprint('forked')"
+  )
   t0 = time.monotonic()
   s = verifier.score(fenced(bomb), [{"input": "", "output": "forked"}])
   assert s.reward == 0.0 and time.monotonic() - t0 < 6.0
@@ -100,13 +102,20 @@ def test_fork_bomb_is_bounded_and_cleaned_up(verifier):
 @needs_root
 def test_writes_outside_the_folder_fail(verifier):
   token = secrets.token_hex(6)
-  targets = [f"/tmp/maxnorm_escape_{token}", f"/var/tmp/../tmp/maxnorm_escape2_{token}",
-             f"/dev/shm/maxnorm_escape_{token}", f"/run/lock/maxnorm_escape_{token}",
-             f"{os.getcwd()}/maxnorm_escape_{token}", f"/root/maxnorm_escape_{token}",
-             f"/etc/maxnorm_escape_{token}"]
-  code = ("ok = 0\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n        ok += 1\n"
-          "    except OSError:\n        pass\nopen('inside.txt', 'w').write('fine')\n"
-          "print('wrote', ok)") % (targets,)
+  targets = [
+    f"/tmp/maxnorm_escape_{token}",
+    f"/var/tmp/../tmp/maxnorm_escape2_{token}",
+    f"/dev/shm/maxnorm_escape_{token}",
+    f"/run/lock/maxnorm_escape_{token}",
+    f"{os.getcwd()}/maxnorm_escape_{token}",
+    f"/root/maxnorm_escape_{token}",
+    f"/etc/maxnorm_escape_{token}",
+  ]
+  code = (
+    "ok = 0\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n        ok += 1\n"
+    "    except OSError:\n        pass\nopen('inside.txt', 'w').write('fine')\n"
+    "print('wrote', ok)"
+  ) % (targets,)
   s = verifier.score(fenced(code), [{"input": "", "output": f"wrote {len(targets)}"}])
   assert s.reward == 0.0 and s.info["cases"][0]["returncode"] == 0
   for p in targets:
@@ -121,8 +130,10 @@ def test_no_network_to_a_local_port(verifier):
   server.listen(1)
   server.setblocking(False)
   port = server.getsockname()[1]
-  code = ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
-          "    print('connected')\nexcept OSError as e:\n    print('blocked', e.errno)") % port
+  code = (
+    "import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=1)\n"
+    "    print('connected')\nexcept OSError as e:\n    print('blocked', e.errno)"
+  ) % port
   try:
     s = verifier.score(fenced(code), [{"input": "", "output": "connected"}])
     assert s.reward == 0.0 and s.info["cases"][0]["returncode"] == 0
@@ -135,9 +146,11 @@ def test_no_network_to_a_local_port(verifier):
 @needs_root
 def test_killing_the_parent_fails_and_the_host_survives(verifier):
   me = os.getpid()
-  code = ("import os, signal\nhits = 0\nfor pid in (os.getppid(), 1, %d, -1):\n    try:\n"
-          "        os.kill(pid, signal.SIGKILL)\n        hits += 1\n    except OSError:\n"
-          "        pass\nprint('killed', hits)") % me
+  code = (
+    "import os, signal\nhits = 0\nfor pid in (os.getppid(), 1, %d, -1):\n    try:\n"
+    "        os.kill(pid, signal.SIGKILL)\n        hits += 1\n    except OSError:\n"
+    "        pass\nprint('killed', hits)"
+  ) % me
   s = verifier.score(fenced(code), [{"input": "", "output": "killed 4"}])
   assert s.reward == 0.0
   # The verifier still works after the attempt.
@@ -146,8 +159,10 @@ def test_killing_the_parent_fails_and_the_host_survives(verifier):
 
 @needs_root
 def test_daemon_left_behind_scores_zero_and_is_killed(verifier):
-  code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-          "        time.sleep(30)\n    os._exit(0)\ntime.sleep(0.2)\nprint('done')")
+  code = (
+    "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+    "        time.sleep(30)\n    os._exit(0)\ntime.sleep(0.2)\nprint('done')"
+  )
   s = verifier.score(fenced(code), [{"input": "", "output": "done"}])
   case = s.info["cases"][0]
   assert s.reward == 0.0 and case["left_behind"] is True
@@ -158,11 +173,14 @@ def test_daemon_left_behind_scores_zero_and_is_killed(verifier):
 @needs_root
 def test_root_mode_runs_unprivileged_in_fresh_namespaces():
   sb = Sandbox(timeout_s=5)
-  r = sb.run("import os, socket, json\n"
-             "print(json.dumps({'uid': os.getuid(), 'pid': os.getpid(), 'cwd': os.getcwd(),"
-             " 'env': sorted(os.environ), 'files': sorted(os.listdir('.')),"
-             " 'ifaces': [n for _, n in socket.if_nameindex()]}))")
+  r = sb.run(
+    "import os, socket, json\n"
+    "print(json.dumps({'uid': os.getuid(), 'pid': os.getpid(), 'cwd': os.getcwd(),"
+    " 'env': sorted(os.environ), 'files': sorted(os.listdir('.')),"
+    " 'ifaces': [n for _, n in socket.if_nameindex()]}))"
+  )
   import json
+
   out = json.loads(r.stdout)
   assert r.returncode == 0 and r.isolation == "root"
   assert out["uid"] == r.uid and out["uid"] >= 1_000_000
@@ -191,8 +209,7 @@ def test_degraded_mode_none_still_enforces_deadline_and_memory():
 @pytest.mark.skipif(detect_mode() == "none", reason="user namespaces unavailable")
 def test_userns_mode_isolates_network_and_folder():
   sb = Sandbox(timeout_s=5, mode="userns")
-  r = sb.run("import os, socket\nprint([n for _, n in socket.if_nameindex()], os.getpid(),"
-             " os.listdir('.'))")
+  r = sb.run("import os, socket\nprint([n for _, n in socket.if_nameindex()], os.getpid(), os.listdir('.'))")
   assert r.isolation == "userns" and r.returncode == 0, r.stderr
   ifaces, pid, files = r.stdout.decode().strip().split(" ", 2)
   assert ifaces == "['lo']" and int(pid) < 10 and files == "['main.py']"
@@ -204,7 +221,9 @@ def test_mode_probe_as_an_unprivileged_user():
   import shutil
   import subprocess
   import tempfile
+
   import maxnorm_jax.rewards.sandbox as sandbox_module
+
   # sandbox.py imports only the standard library: a world-readable copy lets the unprivileged
   # user load it wherever the checkout lives (CI's clone may sit in a root-only folder).
   folder = tempfile.mkdtemp(prefix="sandbox-probe-", dir="/tmp")
@@ -212,19 +231,25 @@ def test_mode_probe_as_an_unprivileged_user():
   path = os.path.join(folder, "sandbox.py")
   shutil.copyfile(os.path.realpath(sandbox_module.__file__), path)
   os.chmod(path, 0o644)
-  script = ("import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('sb', {path!r})\n"
-            "sb = importlib.util.module_from_spec(spec); sys.modules['sb'] = sb\n"
-            "spec.loader.exec_module(sb)\n"
-            "box = sb.Sandbox(timeout_s=5)\n"
-            "r = box.run('print(6 * 7)')\n"
-            "print(sb.detect_mode(), box.mode, r.isolation, r.returncode, r.stdout.decode().strip())\n")
+  script = (
+    "import importlib.util, sys\n"
+    f"spec = importlib.util.spec_from_file_location('sb', {path!r})\n"
+    "sb = importlib.util.module_from_spec(spec); sys.modules['sb'] = sb\n"
+    "spec.loader.exec_module(sb)\n"
+    "box = sb.Sandbox(timeout_s=5)\n"
+    "r = box.run('print(6 * 7)')\n"
+    "print(sb.detect_mode(), box.mode, r.isolation, r.returncode, r.stdout.decode().strip())\n"
+  )
   if not sandbox_module.others_can_execute("/usr/bin/python3") or not os.access(path, os.R_OK):
     pytest.skip("no interpreter an unprivileged user can run")
   uid = 1_950_000 + os.getpid() % 10_000
-  out = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                        "/usr/bin/python3", "-I", "-c", script], capture_output=True, text=True,
-                       timeout=60, cwd="/")
+  out = subprocess.run(
+    ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/usr/bin/python3", "-I", "-c", script],
+    capture_output=True,
+    text=True,
+    timeout=60,
+    cwd="/",
+  )
   shutil.rmtree(folder)
   mode, mode2, isolation, rc, value = out.stdout.split()
   assert mode in ("userns", "none") and mode == mode2 == isolation

@@ -8,12 +8,23 @@ import pytest
 from maxnorm_jax.rewards import REJECTED, RejectionCounter, Score, check_reward
 
 
-@pytest.mark.parametrize("value,reason", [
-    (math.nan, "nan"), (np.float32("nan"), "nan"), (math.inf, "inf"), (-math.inf, "inf"),
-    (1.0000001, "out_of_range"), (-1e-9, "out_of_range"), ("0.5x", "type"), (None, "type"),
-    (1j, "type"), (Score(math.nan), "nan"), ({"reward": 2.0}, "out_of_range"),
+@pytest.mark.parametrize(
+  "value,reason",
+  [
+    (math.nan, "nan"),
+    (np.float32("nan"), "nan"),
+    (math.inf, "inf"),
+    (-math.inf, "inf"),
+    (1.0000001, "out_of_range"),
+    (-1e-9, "out_of_range"),
+    ("0.5x", "type"),
+    (None, "type"),
+    (1j, "type"),
+    (Score(math.nan), "nan"),
+    ({"reward": 2.0}, "out_of_range"),
     ({"reward": 0.5, "resolution": 0.0}, "resolution"),
-])
+  ],
+)
 def test_bad_rewards_are_rejected_and_counted(value, reason):
   counter = RejectionCounter()
   before = REJECTED.counts().get(reason, 0)
@@ -25,10 +36,17 @@ def test_bad_rewards_are_rejected_and_counted(value, reason):
   assert REJECTED.counts()[reason] == before + 1
 
 
-@pytest.mark.parametrize("value,reward,resolution", [
-    (0.0, 0.0, 1.0), (1.0, 1.0, 1.0), (np.float64(0.25), 0.25, 1.0), (True, 1.0, 1.0),
-    (Score(0.75, 0.25, {"a": 1}), 0.75, 0.25), ({"reward": 0.5, "resolution": 0.5}, 0.5, 0.5),
-])
+@pytest.mark.parametrize(
+  "value,reward,resolution",
+  [
+    (0.0, 0.0, 1.0),
+    (1.0, 1.0, 1.0),
+    (np.float64(0.25), 0.25, 1.0),
+    (True, 1.0, 1.0),
+    (Score(0.75, 0.25, {"a": 1}), 0.75, 0.25),
+    ({"reward": 0.5, "resolution": 0.5}, 0.5, 0.5),
+  ],
+)
 def test_good_rewards_pass(value, reward, resolution):
   counter = RejectionCounter()
   s = check_reward(value, counter)

@@ -3,26 +3,30 @@
 import os
 
 import pytest
+from trainer_helpers import config_module, run_main, runlocal_config
 
 from maxnorm_jax.train import ConfigError, validate
 
-from trainer_helpers import config_module, run_main, runlocal_config
 
-
-@pytest.mark.parametrize("arg, message", [
+@pytest.mark.parametrize(
+  "arg, message",
+  [
     ("method=grpoo", "unknown method 'grpoo'"),
     ("model=qwen9", "unknown model 'qwen9'"),
     ("task=chess", "unknown task 'chess'"),
     ("runlocal=maybe", "runlocal must be True or False"),
     ("colour=red", "unknown config argument 'colour'"),
     ("grpo", "must be key=value"),
-])
+  ],
+)
 def test_get_config_arguments(arg, message):
-    with pytest.raises(ValueError, match=message):
-        config_module().get_config(arg)
+  with pytest.raises(ValueError, match=message):
+    config_module().get_config(arg)
 
 
-@pytest.mark.parametrize("section, key, value, message", [
+@pytest.mark.parametrize(
+  "section, key, value, message",
+  [
     ("loss", "aggregation", "token-sum", "config.loss.aggregation: must be one of"),
     ("loss", "kl_in", "advantage", "config.loss.kl_in: must be one of"),
     ("loss", "dual_clip", 0.5, "config.loss.dual_clip: must be 0"),
@@ -33,46 +37,50 @@ def test_get_config_arguments(arg, message):
     ("mesh", "pipeline", 2, "config.mesh.pipeline: unknown mesh axis"),
     ("overlong", "buffer_len", 99, "config.overlong.buffer_len: 99 exceeds rollout.max_new_tokens"),
     ("optim", "schedule", "linear", "config.optim.schedule: must be one of"),
-])
+  ],
+)
 def test_validate_names_the_key(section, key, value, message):
-    c = runlocal_config()
-    c.unlock()
-    c[section][key] = value
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        validate(c)
+  c = runlocal_config()
+  c.unlock()
+  c[section][key] = value
+  with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    validate(c)
 
 
 def test_estimator_parameters_are_checked_by_name():
-    c = runlocal_config("grpo")
-    c.advantage.params.tau_res = 0.1  # grpo takes no tau_res
-    with pytest.raises(ConfigError, match=r"config.advantage.params.tau_res: estimator 'grpo' takes"):
-        validate(c)
+  c = runlocal_config("grpo")
+  c.advantage.params.tau_res = 0.1  # grpo takes no tau_res
+  with pytest.raises(ConfigError, match=r"config.advantage.params.tau_res: estimator 'grpo' takes"):
+    validate(c)
 
 
 def test_every_row_validates():
-    for method in config_module().METHODS:
-        validate(runlocal_config(method))
-        validate(config_module().get_config(f"method={method}"))
+  for method in config_module().METHODS:
+    validate(runlocal_config(method))
+    validate(config_module().get_config(f"method={method}"))
 
 
 def test_cli_unknown_key_and_bad_value_fail_before_compiling(tmp_path):
-    unknown = run_main(str(tmp_path / "a"), "--config.train.stepz=3", timeout=120)
-    assert unknown.returncode != 0
-    assert "stepz" in unknown.stderr
-    bad = run_main(str(tmp_path / "b"), "--config.loss.kl_kind=k9", timeout=120)
-    assert bad.returncode != 0
-    assert "config.loss.kl_kind: must be one of ['k1', 'k2', 'k3'], got 'k9'" in bad.stderr
-    assert "Compiling" not in bad.stderr and not os.path.exists(tmp_path / "b" / "checkpoints")
-    wrong_type = run_main(str(tmp_path / "c"), "--config.train.steps=three", timeout=120)
-    assert wrong_type.returncode != 0 and "train.steps" in wrong_type.stderr
+  unknown = run_main(str(tmp_path / "a"), "--config.train.stepz=3", timeout=120)
+  assert unknown.returncode != 0
+  assert "stepz" in unknown.stderr
+  bad = run_main(str(tmp_path / "b"), "--config.loss.kl_kind=k9", timeout=120)
+  assert bad.returncode != 0
+  assert "config.loss.kl_kind: must be one of ['k1', 'k2', 'k3'], got 'k9'" in bad.stderr
+  assert "Compiling" not in bad.stderr and not os.path.exists(tmp_path / "b" / "checkpoints")
+  wrong_type = run_main(str(tmp_path / "c"), "--config.train.steps=three", timeout=120)
+  assert wrong_type.returncode != 0 and "train.steps" in wrong_type.stderr
 
 
 def test_missing_hugging_face_checkpoint_names_the_key_and_the_variable(tmp_path, monkeypatch):
-    from maxnorm_jax.train import Trainer
+  from maxnorm_jax.train import Trainer
 
-    monkeypatch.setenv("MAXNORM_HF_HOME", str(tmp_path))
-    c = config_module().get_config("model=qwen2.5-0.5b,task=gsm8k,runlocal=True")
-    assert c.model.path == "hf://Qwen/Qwen2.5-0.5B-Instruct" and c.mesh.fsdp == 4
-    with pytest.raises(FileNotFoundError, match=r"config.data.tokenizer: hf://Qwen/Qwen2.5-0.5B-Instruct -> .* "
-                                                r"does not exist.*MAXNORM_HF_HOME"):
-        Trainer(c, str(tmp_path / "run"))
+  monkeypatch.setenv("MAXNORM_HF_HOME", str(tmp_path))
+  c = config_module().get_config("model=qwen2.5-0.5b,task=gsm8k,runlocal=True")
+  assert c.model.path == "hf://Qwen/Qwen2.5-0.5B-Instruct" and c.mesh.fsdp == 4
+  with pytest.raises(
+    FileNotFoundError,
+    match=r"config.data.tokenizer: hf://Qwen/Qwen2.5-0.5B-Instruct -> .* "
+    r"does not exist.*MAXNORM_HF_HOME",
+  ):
+    Trainer(c, str(tmp_path / "run"))

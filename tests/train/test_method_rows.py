@@ -6,82 +6,98 @@ import os
 
 import numpy as np
 import pytest
-
-from maxnorm_jax.train import run_data, train
-from maxnorm_jax.testing import notebooks
-
 from trainer_helpers import ROOT, STEP_METRICS, config_module, read_rows, runlocal_config
 
+from maxnorm_jax.testing import notebooks
+from maxnorm_jax.train import run_data, train
+
 METHODS = sorted(config_module().METHODS)
-EXPECTED_ROWS = {"grpo", "grpo_protocol", "rloo_protocol", "dr_grpo", "reinforce_pp", "reinforce_pp_baseline",
-                 "p90_protocol", "grpo_beta_comp", "gopo", "maxnorm_rloo", "maxnorm_rloo_nobin",
-                 "maxnorm_rloo_protocol_off", "maxnorm_dr_grpo", "avspo", "f_grpo", "dapo", "filter_drop"}
+EXPECTED_ROWS = {
+  "grpo",
+  "grpo_protocol",
+  "rloo_protocol",
+  "dr_grpo",
+  "reinforce_pp",
+  "reinforce_pp_baseline",
+  "p90_protocol",
+  "grpo_beta_comp",
+  "gopo",
+  "maxnorm_rloo",
+  "maxnorm_rloo_nobin",
+  "maxnorm_rloo_protocol_off",
+  "maxnorm_dr_grpo",
+  "avspo",
+  "f_grpo",
+  "dapo",
+  "filter_drop",
+}
 
 
 def test_the_table_has_every_row_of_the_issue():
-    assert set(METHODS) == EXPECTED_ROWS
+  assert set(METHODS) == EXPECTED_ROWS
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    return {}
+  return {}
 
 
 def _run(runs, tmp_path_factory, method):
-    if method not in runs:
-        workdir = str(tmp_path_factory.mktemp(method))
-        rows = train(runlocal_config(method), workdir)
-        runs[method] = (workdir, rows)
-    return runs[method]
+  if method not in runs:
+    workdir = str(tmp_path_factory.mktemp(method))
+    rows = train(runlocal_config(method), workdir)
+    runs[method] = (workdir, rows)
+  return runs[method]
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_method_row_runs_locally(method, runs, tmp_path_factory):
-    workdir, rows = _run(runs, tmp_path_factory, method)
-    steps = [r["step"] for r in rows]
-    assert steps == [0, 1, 2, 3]  # the first evaluation, then 3 RL steps
-    assert "eval/reward_mean" in rows[0] and "eval/reward_mean" in rows[-1]
-    for r in rows[1:]:
-        missing = [k for k in STEP_METRICS if k not in r]
-        assert not missing, f"{method} step {r['step']}: missing {missing}"
-        for k in ("reward_mean", "kl_mean", "acr", "entropy", "grad_norm", "response_len_mean"):
-            assert r[k] is not None and math.isfinite(r[k]), (method, k, r[k])
-        assert 0.0 <= r["acr"] <= 1.0 and 0.0 <= r["zero_group_frac"] <= 1.0
-    assert "r_over_kl" in rows[2] and "dir_cardinal" in rows[2]  # diagnostics_every = 2
-    assert rows == read_rows(workdir)
-    assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "3"]
-    card = run_data.load_card(workdir)
-    assert card["rewards"].shape == (4, 4) and card["scale"].shape == (4,)
-    row = config_module().METHODS[method]
-    if row["estimator"].startswith("maxnorm"):
-        assert np.all(np.abs(card["advantages"]) <= 1.0 + 1e-6)
-        assert all(r["inv_scale_p99"] <= 100.0 + 1e-3 for r in rows[1:])
-    if row.get("filter", {}).get("mode") == "resample":
-        assert all(1 <= r["filter/rounds"] <= 4 for r in rows[1:])
-    if row.get("filter", {}).get("mode") == "drop":
-        assert all(0.0 <= r["filter/kept_frac"] <= 1.0 for r in rows[1:])
-    if row["protocol"]["gate"]:
-        # gated groups leave both branches: no group is valid without a credible gap
-        spans = card["rewards"].max(1) - np.where(card["mask"], card["rewards"], np.inf).min(1)
-        assert not np.any(card["valid"] & (spans < 1e-2))
+  workdir, rows = _run(runs, tmp_path_factory, method)
+  steps = [r["step"] for r in rows]
+  assert steps == [0, 1, 2, 3]  # the first evaluation, then 3 RL steps
+  assert "eval/reward_mean" in rows[0] and "eval/reward_mean" in rows[-1]
+  for r in rows[1:]:
+    missing = [k for k in STEP_METRICS if k not in r]
+    assert not missing, f"{method} step {r['step']}: missing {missing}"
+    for k in ("reward_mean", "kl_mean", "acr", "entropy", "grad_norm", "response_len_mean"):
+      assert r[k] is not None and math.isfinite(r[k]), (method, k, r[k])
+    assert 0.0 <= r["acr"] <= 1.0 and 0.0 <= r["zero_group_frac"] <= 1.0
+  assert "r_over_kl" in rows[2] and "dir_cardinal" in rows[2]  # diagnostics_every = 2
+  assert rows == read_rows(workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "3"]
+  card = run_data.load_card(workdir)
+  assert card["rewards"].shape == (4, 4) and card["scale"].shape == (4,)
+  row = config_module().METHODS[method]
+  if row["estimator"].startswith("maxnorm"):
+    assert np.all(np.abs(card["advantages"]) <= 1.0 + 1e-6)
+    assert all(r["inv_scale_p99"] <= 100.0 + 1e-3 for r in rows[1:])
+  if row.get("filter", {}).get("mode") == "resample":
+    assert all(1 <= r["filter/rounds"] <= 4 for r in rows[1:])
+  if row.get("filter", {}).get("mode") == "drop":
+    assert all(0.0 <= r["filter/kept_frac"] <= 1.0 for r in rows[1:])
+  if row["protocol"]["gate"]:
+    # gated groups leave both branches: no group is valid without a credible gap
+    spans = card["rewards"].max(1) - np.where(card["mask"], card["rewards"], np.inf).min(1)
+    assert not np.any(card["valid"] & (spans < 1e-2))
 
 
 def test_inspect_run_notebook_executes_on_a_runlocal_run(runs, tmp_path_factory):
-    workdir, _ = _run(runs, tmp_path_factory, "maxnorm_rloo")
-    nb = notebooks.execute_notebook(os.path.join(ROOT, "notebooks", "inspect_run.py"), workdir, timeout=180)
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert errors == []
-    assert "maxnorm_rloo" in notebooks.outputs_text(nb)
-    assert notebooks.count_outputs(nb, "image/png") >= 3
+  workdir, _ = _run(runs, tmp_path_factory, "maxnorm_rloo")
+  nb = notebooks.execute_notebook(os.path.join(ROOT, "notebooks", "inspect_run.py"), workdir, timeout=180)
+  errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+  assert errors == []
+  assert "maxnorm_rloo" in notebooks.outputs_text(nb)
+  assert notebooks.count_outputs(nb, "image/png") >= 3
 
 
 def test_kl_in_reward_entropy_bonus_epochs_and_accumulation(tmp_path):
-    c = runlocal_config("grpo_protocol", loss={"kl_in": "reward", "entropy_coef": 0.01},
-                        train={"ppo_epochs": 2, "grad_accum": 2})
-    rows = train(c, str(tmp_path))
-    for r in rows[1:]:
-        assert r["kl_loss"] == 0.0  # the KL went into the reward, not the loss
-        assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"])
-    # with KL in the reward the shaped rewards differ from the verifier's once the policy moved
-    assert rows[3]["kl_mean"] > 0
-    assert rows[3]["reward_mean"] != rows[3]["reward_raw_mean"]
+  c = runlocal_config(
+    "grpo_protocol", loss={"kl_in": "reward", "entropy_coef": 0.01}, train={"ppo_epochs": 2, "grad_accum": 2}
+  )
+  rows = train(c, str(tmp_path))
+  for r in rows[1:]:
+    assert r["kl_loss"] == 0.0  # the KL went into the reward, not the loss
+    assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"])
+  # with KL in the reward the shaped rewards differ from the verifier's once the policy moved
+  assert rows[3]["kl_mean"] > 0
+  assert rows[3]["reward_mean"] != rows[3]["reward_raw_mean"]

@@ -10,138 +10,169 @@ import optax
 import pytest
 
 from maxnorm_jax.models import ModelConfig, create_model
-from maxnorm_jax.parallel import make_mesh
+from maxnorm_jax.parallel import DEFAULT_RULES, make_mesh
 from maxnorm_jax.sampling import Categorical, generate_from_weights
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import step as step_lib
 from maxnorm_jax.train.metrics import MetricWriter
 from maxnorm_jax.train.optimizer import learning_rate_schedule, make_optimizer
 from maxnorm_jax.train.state import create_train_state, state_shardings
-from maxnorm_jax.parallel import DEFAULT_RULES
 
 RULES = (("batch", ("data", "fsdp")),) + DEFAULT_RULES
 
 
 def test_schedule_warmup_then_cosine_to_end_fraction():
-    s = learning_rate_schedule(1e-3, 10, 110, "cosine", 0.1)
-    np.testing.assert_allclose([s(0), s(5), s(10), s(60), s(110)], [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4], rtol=1e-5)
-    c = learning_rate_schedule(2e-4, 0, 50, "constant")
-    assert float(c(0)) == pytest.approx(2e-4) and float(c(49)) == pytest.approx(2e-4)
-    with pytest.raises(ValueError, match="optim.schedule"):
-        learning_rate_schedule(1e-3, 1, 10, "linear")
+  s = learning_rate_schedule(1e-3, 10, 110, "cosine", 0.1)
+  np.testing.assert_allclose([s(0), s(5), s(10), s(60), s(110)], [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4], rtol=1e-5)
+  c = learning_rate_schedule(2e-4, 0, 50, "constant")
+  assert float(c(0)) == pytest.approx(2e-4) and float(c(49)) == pytest.approx(2e-4)
+  with pytest.raises(ValueError, match="optim.schedule"):
+    learning_rate_schedule(1e-3, 1, 10, "linear")
 
 
 def test_overlong_penalty_is_dapos_soft_punishment():
-    pen = ro.overlong_penalty(np.array([4, 6, 7, 8]), max_new_tokens=8, buffer_len=2, factor=1.0)
-    np.testing.assert_allclose(pen, [0.0, 0.0, -0.5, -1.0])
+  pen = ro.overlong_penalty(np.array([4, 6, 7, 8]), max_new_tokens=8, buffer_len=2, factor=1.0)
+  np.testing.assert_allclose(pen, [0.0, 0.0, -0.5, -1.0])
 
 
 def test_select_groups_and_fill_from_rounds():
-    r = np.array([[1, 1, 1], [0, 1, 0], [0.5, 0.5, 0.5]], np.float32)
-    m = np.ones_like(r, bool)
-    kept0 = ro.select_groups(r, m, 1e-6)
-    np.testing.assert_array_equal(kept0, [False, True, False])
-    kept1 = np.array([True, False, True])
-    which, grp, n_kept = ro.fill_from_rounds([kept0, kept1], 3)
-    assert n_kept == 3
-    np.testing.assert_array_equal(which, [0, 1, 1])
-    np.testing.assert_array_equal(grp, [1, 0, 2])
-    which, grp, n_kept = ro.fill_from_rounds([kept0], 3)  # too few kept: topped up with round 0's others
-    assert n_kept == 1 and list(zip(which, grp)) == [(0, 1), (0, 0), (0, 2)]
+  r = np.array([[1, 1, 1], [0, 1, 0], [0.5, 0.5, 0.5]], np.float32)
+  m = np.ones_like(r, bool)
+  kept0 = ro.select_groups(r, m, 1e-6)
+  np.testing.assert_array_equal(kept0, [False, True, False])
+  kept1 = np.array([True, False, True])
+  which, grp, n_kept = ro.fill_from_rounds([kept0, kept1], 3)
+  assert n_kept == 3
+  np.testing.assert_array_equal(which, [0, 1, 1])
+  np.testing.assert_array_equal(grp, [1, 0, 2])
+  which, grp, n_kept = ro.fill_from_rounds([kept0], 3)  # too few kept: topped up with round 0's others
+  assert n_kept == 1 and list(zip(which, grp)) == [(0, 1), (0, 0), (0, 2)]
 
 
-CFG = ModelConfig.tiny(63, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
-                       head_dim=16)
+CFG = ModelConfig.tiny(63, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
 
 
 @pytest.fixture(scope="module")
 def mesh():
-    return make_mesh({"data": 4, "fsdp": 2})
+  return make_mesh({"data": 4, "fsdp": 2})
 
 
 @pytest.fixture(scope="module")
 def sampled(mesh):
-    params = create_model(CFG, mesh, RULES, seed=3).weights()
-    rng = np.random.default_rng(0)
-    b, length, n = 16, 6, 5
-    prompt_ids = rng.integers(4, 60, size=(b, length)).astype(np.int32)
-    prompt_mask = np.ones((b, length), bool)
-    prompt_mask[:4, :2] = False  # some left padding
-    prompt_ids[~prompt_mask] = 0
-    ids = ro.rows_array(prompt_ids, mesh, RULES)
-    pm = ro.rows_array(prompt_mask, mesh, RULES)
-    out = generate_from_weights(CFG, params, ids, pm, jax.random.key(1), n, method=Categorical(1.0), eos_id=2,
-                                pad_id=0, mesh=mesh, rules=RULES)
-    return params, ids, pm, out
+  params = create_model(CFG, mesh, RULES, seed=3).weights()
+  rng = np.random.default_rng(0)
+  b, length, n = 16, 6, 5
+  prompt_ids = rng.integers(4, 60, size=(b, length)).astype(np.int32)
+  prompt_mask = np.ones((b, length), bool)
+  prompt_mask[:4, :2] = False  # some left padding
+  prompt_ids[~prompt_mask] = 0
+  ids = ro.rows_array(prompt_ids, mesh, RULES)
+  pm = ro.rows_array(prompt_mask, mesh, RULES)
+  out = generate_from_weights(
+    CFG, params, ids, pm, jax.random.key(1), n, method=Categorical(1.0), eos_id=2, pad_id=0, mesh=mesh, rules=RULES
+  )
+  return params, ids, pm, out
 
 
 def test_completion_logprobs_equal_the_samplers(sampled):
-    params, ids, pm, out = sampled
-    logp, entropy = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
-    np.testing.assert_allclose(np.asarray(logp), np.asarray(out.logprobs), atol=1e-4)
-    assert logp.shape == out.tokens.shape and np.all(np.asarray(entropy)[np.asarray(out.mask)] > 0)
-    assert "data" in str(logp.sharding.spec)
+  params, ids, pm, out = sampled
+  logp, entropy = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
+  np.testing.assert_allclose(np.asarray(logp), np.asarray(out.logprobs), atol=1e-4)
+  assert logp.shape == out.tokens.shape and np.all(np.asarray(entropy)[np.asarray(out.mask)] > 0)
+  assert "data" in str(logp.sharding.spec)
 
 
 def test_local_rows_and_gather_cover_every_row(sampled):
-    _, _, _, out = sampled
-    values, idx = ro.local_rows(out.tokens)
-    np.testing.assert_array_equal(idx, np.arange(16))
-    np.testing.assert_array_equal(ro.gather_rows(values, idx, 16), np.asarray(out.tokens))
+  _, _, _, out = sampled
+  values, idx = ro.local_rows(out.tokens)
+  np.testing.assert_array_equal(idx, np.arange(16))
+  np.testing.assert_array_equal(ro.gather_rows(values, idx, 16), np.asarray(out.tokens))
 
 
 def _update_once(mesh, sampled, minibatches, grad_accum, aggregation):
-    params, ids, pm, out = sampled
-    opt = optax.sgd(0.1)
-    state = create_train_state(jax.tree.map(jnp.copy, params), opt, 0, {}, mesh)
-    b = ids.shape[0]
-    rng = np.random.default_rng(1)
-    old, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
-    batch = step_lib.Rollout(
-        prompt_ids=ids, prompt_mask=pm, tokens=out.tokens, mask=out.mask, loss_mask=out.mask, old_logp=old,
-        ref_logp=old - 0.1, advantages=ro.rows_array(rng.normal(size=b).astype(np.float32), mesh, RULES),
-        kl_weight=ro.rows_array(np.ones(b, np.float32), mesh, RULES),
-        takes_part=ro.rows_array(np.arange(b) % 5 != 0, mesh, RULES))
-    spec = step_lib.UpdateSpec(model=CFG, mesh=mesh, rules=RULES, optimizer=opt, temperature=1.0, surrogate="ppo",
-                               aggregation=aggregation, kl_kind="k3", kl_in_loss=True, dual_clip=None, ppo_epochs=1,
-                               minibatches=minibatches, grad_accum=grad_accum)
-    hp = {k: jnp.float32(v) for k, v in dict(clip_low=0.2, clip_high=0.28, beta=0.05, entropy_coef=0.01,
-                                                aux_coef=0.0).items()}
-    new, metrics = step_lib.update_fn(spec, state_shardings(state))(state, batch, hp)
-    return new, metrics
+  params, ids, pm, out = sampled
+  opt = optax.sgd(0.1)
+  state = create_train_state(jax.tree.map(jnp.copy, params), opt, 0, {}, mesh)
+  b = ids.shape[0]
+  rng = np.random.default_rng(1)
+  old, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
+  batch = step_lib.Rollout(
+    prompt_ids=ids,
+    prompt_mask=pm,
+    tokens=out.tokens,
+    mask=out.mask,
+    loss_mask=out.mask,
+    old_logp=old,
+    ref_logp=old - 0.1,
+    advantages=ro.rows_array(rng.normal(size=b).astype(np.float32), mesh, RULES),
+    kl_weight=ro.rows_array(np.ones(b, np.float32), mesh, RULES),
+    takes_part=ro.rows_array(np.arange(b) % 5 != 0, mesh, RULES),
+  )
+  spec = step_lib.UpdateSpec(
+    model=CFG,
+    mesh=mesh,
+    rules=RULES,
+    optimizer=opt,
+    temperature=1.0,
+    surrogate="ppo",
+    aggregation=aggregation,
+    kl_kind="k3",
+    kl_in_loss=True,
+    dual_clip=None,
+    ppo_epochs=1,
+    minibatches=minibatches,
+    grad_accum=grad_accum,
+  )
+  hp = {
+    k: jnp.float32(v) for k, v in dict(clip_low=0.2, clip_high=0.28, beta=0.05, entropy_coef=0.01, aux_coef=0.0).items()
+  }
+  new, metrics = step_lib.update_fn(spec, state_shardings(state))(state, batch, hp)
+  return new, metrics
 
 
 @pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-sum-norm"])
 def test_gradient_accumulation_is_exact(mesh, sampled, aggregation):
-    whole, m1 = _update_once(mesh, sampled, 1, 1, aggregation)
-    accumulated, m4 = _update_once(mesh, sampled, 1, 4, aggregation)
-    for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(accumulated.params)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-7)
-    np.testing.assert_allclose(m1["loss"], m4["loss"], rtol=1e-5)
-    np.testing.assert_allclose(m1["grad_norm"], m4["grad_norm"], rtol=1e-5)
-    assert int(whole.step) == 1 and float(m1["grad_norm"]) > 0
-    # the parameters keep their shardings through the donated update
-    assert whole.params["embed"].sharding == sampled[0]["embed"].sharding
+  whole, m1 = _update_once(mesh, sampled, 1, 1, aggregation)
+  accumulated, m4 = _update_once(mesh, sampled, 1, 4, aggregation)
+  for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(accumulated.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-7)
+  np.testing.assert_allclose(m1["loss"], m4["loss"], rtol=1e-5)
+  np.testing.assert_allclose(m1["grad_norm"], m4["grad_norm"], rtol=1e-5)
+  assert int(whole.step) == 1 and float(m1["grad_norm"]) > 0
+  # the parameters keep their shardings through the donated update
+  assert whole.params["embed"].sharding == sampled[0]["embed"].sharding
 
 
 def test_metric_writer_drops_lines_after_the_resumed_step(tmp_path):
-    w = MetricWriter(str(tmp_path), 5, tensorboard=True, progress=False)
-    for s in range(1, 5):
-        w.write(s, {"reward_mean": s / 10, "kl_mean": float("nan")})
-    w.close()
-    w = MetricWriter(str(tmp_path), 5, tensorboard=False, progress=False, resume_step=2)
-    w.write(3, {"reward_mean": 0.99})
-    w.close()
-    rows = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
-    assert [r["step"] for r in rows] == [1, 2, 3]
-    assert rows[2]["reward_mean"] == 0.99 and rows[0]["kl_mean"] is None
-    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tensorboard").iterdir())
+  w = MetricWriter(str(tmp_path), 5, tensorboard=True, progress=False)
+  for s in range(1, 5):
+    w.write(s, {"reward_mean": s / 10, "kl_mean": float("nan")})
+  w.close()
+  w = MetricWriter(str(tmp_path), 5, tensorboard=False, progress=False, resume_step=2)
+  w.write(3, {"reward_mean": 0.99})
+  w.close()
+  rows = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [1, 2, 3]
+  assert rows[2]["reward_mean"] == 0.99 and rows[0]["kl_mean"] is None
+  assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tensorboard").iterdir())
 
 
 def test_make_optimizer_clips_by_global_norm():
-    opt = make_optimizer(dict(lr=1.0, warmup_steps=0, schedule="constant", end_lr_frac=0.1, weight_decay=0.0,
-                              b1=0.0, b2=0.0, eps=0.0, max_grad_norm=1.0), 10)
-    g = {"w": jnp.array([3.0, 4.0])}
-    updates, _ = opt.update(g, opt.init(g), g)
-    # clipped to norm 1, then Adam with b1=b2=0 gives sign(g) * lr
-    np.testing.assert_allclose(np.asarray(updates["w"]), [-1.0, -1.0], rtol=1e-5)
+  opt = make_optimizer(
+    dict(
+      lr=1.0,
+      warmup_steps=0,
+      schedule="constant",
+      end_lr_frac=0.1,
+      weight_decay=0.0,
+      b1=0.0,
+      b2=0.0,
+      eps=0.0,
+      max_grad_norm=1.0,
+    ),
+    10,
+  )
+  g = {"w": jnp.array([3.0, 4.0])}
+  updates, _ = opt.update(g, opt.init(g), g)
+  # clipped to norm 1, then Adam with b1=b2=0 gives sign(g) * lr
+  np.testing.assert_allclose(np.asarray(updates["w"]), [-1.0, -1.0], rtol=1e-5)
