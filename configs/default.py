@@ -29,41 +29,12 @@ or an invalid value stops the run before anything is compiled, with a message na
 
 import ml_collections as mlc
 
-# ---------------------------------------------------------------------------------------------
-# Method rows (DESIGN 3.7). Each row sets the estimator and its parameters, the Protocol, the
-# loss and the group filter; every other value comes from the base config.
-DELTA_RES = 1e-2
-_PROTOCOL_ON = dict(gate=True, binning=False, zero_group="skip")
-_PROTOCOL_BINNING = dict(gate=True, binning=True, zero_group="skip")
-_PROTOCOL_OFF = dict(gate=False, binning=False, zero_group="keep")
+from maxnorm_jax.config_args import parse_arg
+from maxnorm_jax.method_rows import DELTA_RES, METHODS, apply_row
 
-METHODS = {
-  "grpo": dict(estimator="grpo", protocol=_PROTOCOL_OFF),
-  "grpo_protocol": dict(estimator="grpo", protocol=_PROTOCOL_ON),
-  "rloo_protocol": dict(estimator="rloo", protocol=_PROTOCOL_ON),
-  "dr_grpo": dict(estimator="dr_grpo", protocol=_PROTOCOL_OFF, loss=dict(aggregation="seq-mean-token-sum-norm")),
-  "reinforce_pp": dict(estimator="reinforce_pp", protocol=_PROTOCOL_OFF),
-  "reinforce_pp_baseline": dict(estimator="reinforce_pp_baseline", protocol=_PROTOCOL_OFF),
-  "p90_protocol": dict(estimator="p90", params=dict(tau_res=DELTA_RES, quantile=0.9), protocol=_PROTOCOL_ON),
-  "grpo_beta_comp": dict(estimator="grpo_beta_comp", params=dict(beta_comp_max=10.0), protocol=_PROTOCOL_OFF),
-  "gopo": dict(estimator="gopo", params=dict(ties="average"), protocol=_PROTOCOL_OFF),
-  "maxnorm_rloo": dict(estimator="maxnorm_rloo", params=dict(tau_res=DELTA_RES), protocol=_PROTOCOL_BINNING),
-  "maxnorm_rloo_nobin": dict(estimator="maxnorm_rloo", params=dict(tau_res=DELTA_RES), protocol=_PROTOCOL_ON),
-  "maxnorm_rloo_protocol_off": dict(
-    estimator="maxnorm_rloo", params=dict(tau_res=DELTA_RES), protocol=dict(gate=False, binning=True, zero_group="keep")
-  ),
-  "maxnorm_dr_grpo": dict(estimator="maxnorm_dr_grpo", params=dict(tau_res=DELTA_RES), protocol=_PROTOCOL_BINNING),
-  "avspo": dict(estimator="avspo", protocol=_PROTOCOL_OFF),
-  "f_grpo": dict(estimator="f_grpo", params=dict(gamma=1.0, success_threshold=0.5), protocol=_PROTOCOL_OFF),
-  "dapo": dict(
-    estimator="grpo",
-    protocol=_PROTOCOL_OFF,
-    loss=dict(clip_low=0.2, clip_high=0.28, aggregation="token-mean"),
-    filter=dict(mode="resample"),
-    overlong=dict(penalty=True, mask_truncated=True),
-  ),
-  "filter_drop": dict(estimator="grpo", protocol=_PROTOCOL_OFF, filter=dict(mode="drop")),
-}
+# Method rows (docs/DESIGN.md, the method table) live in maxnorm_jax/method_rows.py, shared with the
+# bandit lab; a row sets the estimator and its parameters, the Protocol, and any other section's keys.
+__all__ = ["DATASETS", "DELTA_RES", "METHODS", "MODELS", "get_config"]
 
 # ---------------------------------------------------------------------------------------------
 # Model presets: the built-in tiny decoder, or a Hugging Face checkpoint directory (config.json,
@@ -107,62 +78,46 @@ LENGTHS = {"arith": (8, 5), "arith_digits": (8, 5), "arith_noisy": (8, 5), "code
 DATASET_LENGTHS = (512, 1024)
 
 
-def _parse(arg):
-  out = dict(method="maxnorm_rloo", task="arith_digits", model="tiny", runlocal="False")
-  for item in filter(None, (arg or "").split(",")):
-    if "=" not in item:
-      raise ValueError(f"config argument {item!r} must be key=value (keys: {sorted(out)})")
-    key, value = item.split("=", 1)
-    if key not in out:
-      raise ValueError(f"unknown config argument {key!r}; known: {sorted(out)}")
-    out[key] = value
-  if out["method"] not in METHODS:
-    raise ValueError(f"unknown method {out['method']!r}; rows: {sorted(METHODS)}")
-  if out["model"] not in MODELS:
-    raise ValueError(f"unknown model {out['model']!r}; presets: {sorted(MODELS)}")
-  if out["task"] not in BUILTIN_TASKS and out["task"] not in DATASETS:
-    raise ValueError(f"unknown task {out['task']!r}; known: {sorted(BUILTIN_TASKS + tuple(DATASETS))}")
-  if out["runlocal"] not in ("True", "False", "true", "false", "1", "0"):
-    raise ValueError(f"runlocal must be True or False, got {out['runlocal']!r}")
-  out["runlocal"] = out["runlocal"] in ("True", "true", "1")
-  return out
-
-
-def _apply_row(config, row):
-  config.advantage.estimator = row["estimator"]
-  for k, v in row.get("params", {}).items():
-    config.advantage.params[k] = v
-  for section in ("protocol", "loss", "filter", "overlong"):
-    for k, v in row.get(section, {}).items():
-      config[section][k] = v
+def _check_arg(a):
+  if a.method not in METHODS:
+    raise ValueError(f"unknown method {a.method!r}; rows: {sorted(METHODS)}")
+  if a.model not in MODELS:
+    raise ValueError(f"unknown model {a.model!r}; presets: {sorted(MODELS)}")
+  if a.task not in BUILTIN_TASKS and a.task not in DATASETS:
+    raise ValueError(f"unknown task {a.task!r}; known: {sorted(BUILTIN_TASKS + tuple(DATASETS))}")
 
 
 def get_config(arg=None):
-  a = _parse(arg)
-  c = mlc.ConfigDict()
-  c.method = a["method"]
-  c.task = a["task"]
-  c.seed = 0
-  c.runlocal = a["runlocal"]
+  a = parse_arg(arg, method="maxnorm_rloo", task="arith_digits", model="tiny", runlocal=False)
+  _check_arg(a)
+  preset = MODELS[a.model]
+  if a.task in BUILTIN_TASKS:
+    source, fields, verifier = "builtin:" + a.task, "", a.task
+  else:
+    source, fields, verifier = DATASETS[a.task]
+  prompt_len, completion_len = LENGTHS.get(a.task, DATASET_LENGTHS)
 
-  preset = MODELS[a["model"]]
-  c.model = mlc.ConfigDict(
-    dict(
-      preset=a["model"],
-      kind=preset["kind"],
-      path=preset["path"],
-      # Shape of the tiny built-in decoder (ignored for Hugging Face checkpoints).
-      hidden_size=128,
-      intermediate_size=384,
-      num_layers=2,
-      num_heads=4,
-      num_kv_heads=2,
-      head_dim=32,
-      param_dtype="float32",
-      dtype="float32",
-      remat=False,
-    )
-  )
+  c = mlc.ConfigDict()
+  c.method = a.method  # the row of METHODS applied over this base config (recorded in the run's metrics)
+  c.task = a.task  # the `task` argument: a built-in task or a dataset preset (sets data.source and reward.verifier)
+  c.seed = 0  # seeds the model init, the data order and the sampling keys
+  c.runlocal = a.runlocal  # True: the tiny smoke-test sizes set at the end of get_config
+
+  c.model = mlc.ConfigDict()
+  c.model.preset = a.model  # the key of MODELS this section came from
+  c.model.kind = preset["kind"]  # "tiny" (the built-in decoder) or "hf" (a Hugging Face checkpoint)
+  c.model.path = preset["path"]  # the checkpoint directory (or hf://org/name) when kind="hf"
+  c.model.hidden_size = 128  # tiny decoder: residual width (the shapes below are ignored for kind="hf")
+  c.model.intermediate_size = 384  # tiny decoder: MLP hidden width
+  c.model.num_layers = 2  # tiny decoder: number of blocks
+  c.model.num_heads = 4  # tiny decoder: query heads
+  c.model.num_kv_heads = 2  # tiny decoder: key/value heads (grouped-query attention; divides num_heads)
+  c.model.head_dim = 32  # tiny decoder: width of one head
+  c.model.param_dtype = "float32"  # dtype the weights are stored and updated in
+  c.model.dtype = "float32"  # dtype of the forward pass (e.g. "bfloat16" on TPU)
+  c.model.remat = False  # rematerialise each block in the backward pass (less memory, more compute)
+
+  # Mesh axis sizes (data, fsdp, tensor, expert); -1 takes the devices the others leave.
   c.mesh = mlc.ConfigDict(preset["mesh"])
   # Logical axis -> mesh axes (sharding rules live in the config, big_vision style).
   c.rules = (
@@ -178,68 +133,112 @@ def get_config(arg=None):
     ("seq", None),
   )
 
-  if a["task"] in BUILTIN_TASKS:
-    source, fields, verifier = "builtin:" + a["task"], "", a["task"]
-  else:
-    source, fields, verifier = DATASETS[a["task"]]
-  c.data = mlc.ConfigDict(
-    dict(
-      source=source,
-      fields=fields,
-      tokenizer="char" if preset["kind"] == "tiny" else preset["path"],
-      prompt_format="plain" if preset["kind"] == "tiny" else "chat",
-      system_prompt="",
-      batch_size=64,
-      max_prompt_len=LENGTHS.get(a["task"], DATASET_LENGTHS)[0],
-      skip_bad_rows=False,
-      builtin_n=0,
-      eval_source="",
-    )
+  c.data = mlc.ConfigDict()
+  c.data.source = source  # training prompts: a file, a glob, builtin:<task> or sample:<name>
+  c.data.fields = (
+    fields  # field preset of maxnorm_jax.data (which record keys hold prompt and answer); "" = the source's own
   )
-  c.reward = mlc.ConfigDict(dict(verifier=verifier, num_workers=2, timeout_s=0.0))
-  c.rollout = mlc.ConfigDict(
-    dict(group_size=8, max_new_tokens=LENGTHS.get(a["task"], DATASET_LENGTHS)[1], temperature=1.0, top_p=1.0, top_k=0)
+  c.data.tokenizer = "char" if preset["kind"] == "tiny" else preset["path"]  # "char" or a tokenizer.json directory
+  c.data.prompt_format = (
+    "plain" if preset["kind"] == "tiny" else "chat"
+  )  # "plain" text or the tokenizer's chat template
+  c.data.system_prompt = ""  # system message of the chat format ("" = none)
+  c.data.batch_size = 64  # prompts per RL step (P); each is sampled rollout.group_size times
+  c.data.max_prompt_len = prompt_len  # prompt tokens; longer prompts are an error unless skip_bad_rows
+  c.data.skip_bad_rows = False  # True: drop rows that are malformed or too long instead of failing on them
+  c.data.builtin_n = 0  # problems a builtin:<task> source generates for training (0 = the task's default number)
+  c.data.eval_source = ""  # prompts of the evaluation ("" = the test split of a built-in task, else data.source)
+
+  c.reward = mlc.ConfigDict()
+  c.reward.verifier = verifier  # the task whose verifier scores a completion (arith*, code, math)
+  c.reward.num_workers = 2  # verifier worker processes
+  c.reward.timeout_s = 0.0  # per-completion verifier deadline in seconds (0 = the task's own default)
+
+  c.rollout = mlc.ConfigDict()
+  c.rollout.group_size = 8  # samples per prompt (G), the group every estimator normalises within
+  c.rollout.max_new_tokens = completion_len  # completion length limit; longer completions are truncated
+  c.rollout.temperature = 1.0  # sampling temperature of the rollouts
+  c.rollout.top_p = 1.0  # nucleus sampling mass (1 = off)
+  c.rollout.top_k = 0  # top-k sampling (0 = off)
+
+  c.advantage = mlc.ConfigDict()
+  c.advantage.estimator = "maxnorm_rloo"  # a name of maxnorm_jax.core.advantages' registry (set by the method row)
+  c.advantage.params = mlc.ConfigDict()  # that estimator's keyword parameters (set by the row; checked by name)
+
+  c.protocol = mlc.ConfigDict()
+  c.protocol.delta_res = DELTA_RES  # reward resolution: gaps below it are not credible
+  c.protocol.gate = True  # drop groups whose reward span is below delta_res
+  c.protocol.binning = True  # round rewards to the delta_res grid before the estimator
+  c.protocol.zero_group = (
+    "skip"  # "skip": groups with all-zero advantages leave the update and its KL; "keep": stay in the KL
   )
 
-  c.advantage = mlc.ConfigDict(dict(estimator="maxnorm_rloo", params=mlc.ConfigDict()))
-  c.protocol = mlc.ConfigDict(dict(delta_res=DELTA_RES, gate=True, binning=True, zero_group="skip"))
-  c.filter = mlc.ConfigDict(dict(mode="none", collapse_std=1e-6, max_rounds=4))
-  c.overlong = mlc.ConfigDict(dict(penalty=False, buffer_len=2, penalty_factor=1.0, mask_truncated=False))
-  c.loss = mlc.ConfigDict(
-    dict(
-      surrogate="ppo",
-      clip_low=0.2,
-      clip_high=0.2,
-      dual_clip=0.0,
-      aggregation="token-mean",
-      beta=0.01,
-      kl_kind="k3",
-      kl_in="loss",
-      entropy_coef=0.0,
-    )
-  )
-  c.reference = "init"  # "init" (the starting weights) or a checkpoint / Hugging Face directory
+  c.filter = mlc.ConfigDict()
+  c.filter.mode = "none"  # group filter: "none", "drop" (collapsed groups) or "resample" (DAPO dynamic sampling)
+  c.filter.collapse_std = 1e-6  # a group whose reward std is below this is collapsed (no contrast to learn from)
+  c.filter.max_rounds = 4  # mode="resample": at most this many sampling rounds per step
 
-  c.train = mlc.ConfigDict(dict(steps=750, ppo_epochs=1, minibatches=4, grad_accum=1))
-  c.optim = mlc.ConfigDict(
-    dict(
-      lr=5e-4,
-      warmup_steps=20,
-      schedule="cosine",
-      end_lr_frac=0.1,
-      weight_decay=0.0,
-      b1=0.9,
-      b2=0.99,
-      eps=1e-8,
-      max_grad_norm=1.0,
-    )
-  )
-  c.sft = mlc.ConfigDict(dict(steps=300, batch_size=64, lr=3e-3, warmup_steps=20))
-  c.eval = mlc.ConfigDict(dict(every=75, num_prompts=256, k=4, temperature=1.0))
-  c.checkpoint = mlc.ConfigDict(dict(every=75, max_to_keep=2, on_preemption=True))
-  c.log = mlc.ConfigDict(dict(diagnostics_every=25, cards_every=75, tensorboard=True, progress=True))
+  c.overlong = mlc.ConfigDict()
+  c.overlong.penalty = False  # DAPO soft overlong punishment on the reward
+  c.overlong.buffer_len = 2  # the penalty ramps from 0 to -penalty_factor over the last buffer_len tokens
+  c.overlong.penalty_factor = 1.0  # size of the full overlong penalty
+  c.overlong.mask_truncated = False  # truncated completions leave the loss (DAPO overlong filtering)
 
-  _apply_row(c, METHODS[a["method"]])
+  c.loss = mlc.ConfigDict()
+  c.loss.surrogate = "ppo"  # policy surrogate: "ppo" (clipped ratio), "cispo" or "gspo" (sequence ratio)
+  c.loss.clip_low = 0.2  # ratio clip below: 1 - clip_low
+  c.loss.clip_high = 0.2  # ratio clip above: 1 + clip_high (DAPO's clip-higher sets 0.28)
+  c.loss.dual_clip = 0.0  # dual-clip constant c > 1 for negative advantages (0 = off)
+  c.loss.aggregation = "token-mean"  # how token losses are averaged (see maxnorm_jax.core.losses.AGGREGATION_MODES)
+  c.loss.beta = 0.01  # weight of the KL to the reference policy (0 = no reference pass)
+  c.loss.kl_kind = "k3"  # KL estimator per token: "k1", "k2" or "k3" (Schulman's)
+  c.loss.kl_in = (
+    "loss"  # where the KL goes: "loss" (a penalty term) or "reward" (subtracted from the reward, beta-weighted)
+  )
+  c.loss.entropy_coef = 0.0  # weight of an entropy bonus (0 = off)
+  c.reference = "init"  # the KL reference: "init" (the weights RL starts from) or a checkpoint / Hugging Face directory
+
+  c.train = mlc.ConfigDict()
+  c.train.steps = 750  # RL steps
+  c.train.ppo_epochs = 1  # passes over each step's batch
+  c.train.minibatches = 4  # optimiser updates per epoch (the batch's sequences split evenly)
+  c.train.grad_accum = 1  # microbatches accumulated into one minibatch's gradient
+
+  c.optim = mlc.ConfigDict()
+  c.optim.lr = 5e-4  # peak learning rate of the RL updates (AdamW)
+  c.optim.warmup_steps = 20  # linear warm-up steps
+  c.optim.schedule = "cosine"  # after warm-up: "cosine" decay or "constant"
+  c.optim.end_lr_frac = 0.1  # cosine: the final learning rate as a fraction of lr
+  c.optim.weight_decay = 0.0  # AdamW weight decay
+  c.optim.b1 = 0.9  # Adam first-moment decay
+  c.optim.b2 = 0.99  # Adam second-moment decay
+  c.optim.eps = 1e-8  # Adam epsilon
+  c.optim.max_grad_norm = 1.0  # global gradient-norm clip (0 = off)
+
+  c.sft = mlc.ConfigDict()
+  c.sft.steps = 300  # SFT warm-start steps on reference answers before RL (0 = none)
+  c.sft.batch_size = 64  # SFT examples per step
+  c.sft.lr = 3e-3  # SFT peak learning rate
+  c.sft.warmup_steps = 20  # SFT linear warm-up steps
+
+  c.eval = mlc.ConfigDict()
+  c.eval.every = 75  # evaluate every this many RL steps, before the first and after the last (0 = never)
+  c.eval.num_prompts = 256  # held-out problems per evaluation
+  c.eval.k = 4  # samples per problem (reward mean and pass@k over them, plus one greedy sample)
+  c.eval.temperature = 1.0  # sampling temperature of the evaluation samples
+
+  c.checkpoint = mlc.ConfigDict()
+  c.checkpoint.every = 75  # save every this many RL steps (0 = never); a restarted run resumes from the latest
+  c.checkpoint.max_to_keep = 2  # checkpoints kept on disk
+  c.checkpoint.on_preemption = True  # on SIGTERM, save at the next step boundary and stop
+
+  c.log = mlc.ConfigDict()
+  c.log.diagnostics_every = 25  # gradient diagnostics (r_over_kl, dir_cardinal, ...) every this many steps (0 = off)
+  c.log.cards_every = 75  # save the advantage card of every this many steps' batch (0 = off)
+  c.log.tensorboard = True  # also write TensorBoard event files
+  c.log.progress = True  # a progress bar on the terminal
+
+  apply_row(c, a.method)
 
   if c.runlocal:
     c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
@@ -252,4 +251,6 @@ def get_config(arg=None):
     c.checkpoint.update(every=2)
     c.log.update(diagnostics_every=2, cards_every=2, progress=False)
     c.reward.num_workers = 1
+  c.lock()
+  c.advantage.params.unlock()  # per-estimator keys, checked against the estimator by validate()
   return c

@@ -84,3 +84,53 @@ def test_missing_hugging_face_checkpoint_names_the_key_and_the_variable(tmp_path
     r"does not exist.*MAXNORM_HF_HOME",
   ):
     Trainer(c, str(tmp_path / "run"))
+
+
+def test_a_misspelt_key_in_a_method_row_fails_naming_it():
+  from maxnorm_jax.method_rows import apply_row
+
+  c = config_module().get_config()
+  with pytest.raises(KeyError, match=r"METHODS\['typo'\].loss.clip_hihg: config.loss has no key 'clip_hihg'"):
+    apply_row(c, "typo", dict(estimator="grpo", loss=dict(clip_hihg=0.3)))
+  with pytest.raises(KeyError, match=r"METHODS\['typo'\].optimm: not a config section"):
+    apply_row(c, "typo", dict(estimator="grpo", optimm=dict(lr=0.1)))
+
+
+def test_row_keys_of_any_section_are_applied(monkeypatch):
+  from maxnorm_jax import method_rows
+
+  row = dict(
+    estimator="rloo", protocol=dict(gate=False), optim=dict(lr=1e-5), train=dict(ppo_epochs=3), sft=dict(steps=7)
+  )
+  monkeypatch.setitem(method_rows.METHODS, "test_row", row)
+  c = config_module().get_config("method=test_row")
+  assert (c.advantage.estimator, c.protocol.gate, c.optim.lr, c.train.ppo_epochs, c.sft.steps) == (
+    "rloo",
+    False,
+    1e-5,
+    3,
+    7,
+  )
+  assert c.optim.b1 == 0.9 and c.protocol.binning is True  # what the row does not set comes from the base config
+  validate(c)
+
+
+def test_the_config_is_locked_and_estimator_params_stay_open():
+  c = config_module().get_config("method=grpo")
+  with pytest.raises(AttributeError, match="stepz"):
+    c.train.stepz = 3
+  c.advantage.params.tau_res = 0.1  # allowed here, rejected by validate() for grpo (see above)
+  assert c.advantage.params.tau_res == 0.1
+
+
+def test_arguments_take_the_type_of_their_default():
+  from maxnorm_jax.config_args import parse_arg
+
+  a = parse_arg("n=3,x=0.5,name=abc,flag=True", n=1, x=1.0, name="s", flag=False, other=2)
+  assert (a.n, a.x, a.name, a.flag, a.other) == (3, 0.5, "abc", True, 2)
+  assert type(a.n) is int and type(a.x) is float and type(a.flag) is bool
+  assert parse_arg("flag=false", flag=True).flag is False
+  with pytest.raises(ValueError, match="config argument n must be int, got 'three'"):
+    parse_arg("n=three", n=1)
+  assert config_module().get_config("runlocal=true").runlocal is True
+  assert config_module().get_config("runlocal=0").runlocal is False
