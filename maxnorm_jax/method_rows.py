@@ -38,6 +38,7 @@ METHODS: dict[str, dict[str, Any]] = {
     estimator="maxnorm_rloo", params=dict(tau_res=DELTA_RES), protocol=dict(gate=False, binning=True, zero_group="keep")
   ),
   "maxnorm_dr_grpo": dict(estimator="maxnorm_dr_grpo", params=dict(tau_res=DELTA_RES), protocol=_PROTOCOL_BINNING),
+  "maxnorm_dr_grpo_nobin": dict(estimator="maxnorm_dr_grpo", params=dict(tau_res=DELTA_RES), protocol=_PROTOCOL_ON),
   "avspo": dict(estimator="avspo", protocol=_PROTOCOL_OFF),
   "f_grpo": dict(estimator="f_grpo", params=dict(gamma=1.0, success_threshold=0.5), protocol=_PROTOCOL_OFF),
   "dapo": dict(

@@ -57,3 +57,18 @@ def test_kl_columns(lab_result):
   for r in rows.values():
     assert np.isfinite(r.mean_kl) and 0 <= r.mean_kl <= r.kl_p95
   assert rows["GRPO"].mean_kl > rows["RLOO+Protocol"].mean_kl
+
+
+def test_each_lab_row_is_a_row_of_the_method_table():
+  from maxnorm_jax.method_rows import METHODS
+
+  for m in methods.TABLE_ROWS:
+    row = METHODS[m.row]
+    assert (m.estimator, m.protocol, m.binning) == (
+      row["estimator"],
+      row["protocol"]["gate"],
+      row["protocol"]["binning"],
+    )
+    assert dict(m.params) == row.get("params", {})
+  assert methods.MAXNORM_RLOO.row == "maxnorm_rloo_nobin" and not methods.MAXNORM_RLOO.binning
+  assert METHODS["maxnorm_rloo"]["protocol"]["binning"]  # the trainer's default row bins

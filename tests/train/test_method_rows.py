@@ -26,6 +26,7 @@ EXPECTED_ROWS = {
   "maxnorm_rloo_nobin",
   "maxnorm_rloo_protocol_off",
   "maxnorm_dr_grpo",
+  "maxnorm_dr_grpo_nobin",
   "avspo",
   "f_grpo",
   "dapo",
