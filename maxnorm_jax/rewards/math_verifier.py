@@ -8,8 +8,9 @@ math-verify's numeric comparison rounds (it calls 1/2^99 and 1/2^98 equal, and 0
 1/3) is left to math-verify's rounding.
 
 Each item runs in a killable child process (`KillableWorker`) with math-verify's own SIGALRM
-timeouts disabled; at `timeout_s` the child is killed and the item scores 0 with
-info["timeout"] = True. Inside a verifier-pool worker the check runs inline, the pool being the
+timeouts disabled; at `timeout_s` the child is killed and the item gets an invalid score
+(valid=False, info["timeout"] = True): a verifier that could not decide says nothing about the
+completion. Inside a verifier-pool worker the check runs inline, the pool being the
 process killed at the deadline.
 """
 
@@ -128,8 +129,8 @@ class MathVerifier:
     if status == "ok":
       return Score(float(value["correct"]), 1.0, value)
     if status == "timeout":
-      return Score(0.0, 1.0, {"timeout": True, "timeout_s": self.timeout_s})
-    return Score(0.0, 1.0, {"crash": status, "error": value})
+      return Score(0.0, 1.0, {"timeout": True, "timeout_s": self.timeout_s}, valid=False)
+    return Score(0.0, 1.0, {"crash": status, "error": value}, valid=False)
 
   def start(self) -> None:
     """Starts and warms up the child process now (otherwise the first score() does)."""

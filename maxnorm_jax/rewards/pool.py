@@ -7,15 +7,24 @@
 
 A dispatcher thread hands items to idle workers one at a time. Each item has a hard wall-clock
 deadline (`timeout_s`: seconds, or a function of the record; by default the built-in task's);
-a worker past it is killed and replaced, and the item scores 0 with info["timeout"]. A worker
-that dies (segfault, OOM kill, os._exit) is replaced and its item scores 0 with info["crash"].
-What a scoring function returns goes through `check_reward`: NaN, infinite or out-of-[0, 1]
-rewards, and functions that raise, give valid=False scores, counted in `pool.rejected`.
+a worker past it is killed and replaced, and the item gets an invalid score (valid=False,
+info["timeout"]; counted in `pool.timeouts`). A worker that dies (segfault, OOM kill, os._exit) is
+replaced and its item gets an invalid score with info["crash"] (counted in `pool.crashes`): a
+verifier that could not answer says nothing about the completion, so it must leave the group
+rather than enter it as a zero. What a scoring function returns goes through `check_reward`:
+NaN, infinite or out-of-[0, 1] rewards, and functions that raise, give valid=False scores,
+counted in `pool.rejected`.
+
+No item can stop the dispatcher: a deadline that is not a finite number in (0, MAX_DEADLINE_S]
+rejects that item, and any unexpected error of the dispatcher thread breaks the pool (`broken`
+says why, every pending item gets an invalid score, `submit` raises), so a caller waiting on a
+handle with `wait(pool, ...)` gets an error instead of blocking forever.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import multiprocessing.connection as mpc
 import threading
 import time
@@ -29,6 +38,21 @@ from maxnorm_jax.rewards.worker import WorkerProcess
 
 #: Consecutive worker deaths before "ready" after which the pool gives up (no respawn loop).
 MAX_START_FAILURES = 3
+#: The longest per-item deadline the pool accepts (seconds); longer ones reject the item.
+MAX_DEADLINE_S = 3600.0
+#: The longest single wait of the dispatcher (seconds), far below what `mpc.wait` accepts.
+_MAX_POLL_S = 60.0
+
+
+def check_deadline(value: Any) -> float:
+  """`value` as a deadline in seconds; ValueError unless a finite number in (0, MAX_DEADLINE_S]."""
+  try:
+    seconds = float(value)
+  except (TypeError, ValueError, OverflowError):
+    raise ValueError(f"verifier deadline must be a number of seconds, got {value!r}") from None
+  if not (math.isfinite(seconds) and 0.0 < seconds <= MAX_DEADLINE_S):
+    raise ValueError(f"verifier deadline must be a finite number of seconds in (0, {MAX_DEADLINE_S:g}], got {value!r}")
+  return seconds
 
 
 class PoolHandle:
@@ -50,6 +74,8 @@ class PoolHandle:
 
   def _set(self, index: int, score: Score) -> None:
     with self._lock:
+      if self._scores[index] is not None:  # already scored (a broken pool settles what is left)
+        return
       self._scores[index] = score
       self._left -= 1
       if self._left == 0:
@@ -110,8 +136,12 @@ class VerifierPool:
     self._fn = score_fn
     self._warmup = warmup
     self._timeout = builtin.deadline_for if timeout_s is None else timeout_s
+    if not callable(self._timeout):
+      check_deadline(self._timeout)
     self.rejected = RejectionCounter()
     self.replaced = 0
+    self.timeouts = 0
+    self.crashes = 0
     self.broken: str | None = None
     self._start_failures = 0
     self._pending: collections.deque = collections.deque()
@@ -126,8 +156,26 @@ class VerifierPool:
   def num_workers(self) -> int:
     return len(self._slots)
 
+  def alive(self) -> bool:
+    """False once the pool is closed or broken (its dispatcher thread gone)."""
+    return not self._closed and self.broken is None and self._thread.is_alive()
+
+  def wait(self, handle: PoolHandle, poll_s: float = 0.2, interrupted: Callable[[], bool] | None = None) -> None:
+    """Blocks until `handle` is done; RuntimeError as soon as the pool is broken or closed, and
+    InterruptedError when `interrupted()` (e.g. a SIGTERM flag) turns True, so that no caller waits
+    on a dead pool forever."""
+    while not handle.done():
+      if handle._event.wait(poll_s):
+        return
+      if not self.alive():
+        if handle.done():
+          return
+        raise RuntimeError(f"verifier pool stopped with items unscored: {self.broken or 'closed'}")
+      if interrupted is not None and interrupted():
+        raise InterruptedError("interrupted while waiting for the verifier pool")
+
   def _deadline(self, record: Any) -> float:
-    return float(self._timeout(record) if callable(self._timeout) else self._timeout)
+    return check_deadline(self._timeout(record) if callable(self._timeout) else self._timeout)
 
   def submit(self, items: Sequence[tuple[str, Any]]) -> PoolHandle:
     """Queues (completion, record) items; returns a handle at once."""
@@ -174,8 +222,15 @@ class VerifierPool:
           if not self._pending:
             return
           job = self._pending.popleft()
+        try:
+          timeout_s = self._deadline(job[2][1])
+        except Exception as e:  # a bad deadline rejects its item, not the pool
+          self.rejected.add("error")
+          REJECTED.add("error")
+          job[0]._set(job[1], Score(0.0, 1.0, {"rejected": "error", "error": f"{type(e).__name__}: {e}"}, valid=False))
+          continue
         slot.job = job
-        slot.timeout_s = self._deadline(job[2][1])
+        slot.timeout_s = timeout_s
         slot.deadline = time.monotonic() + slot.timeout_s
         try:
           slot.worker.send(job[2])
@@ -183,11 +238,29 @@ class VerifierPool:
           pass  # the dead worker shows up as EOF below
 
   def _loop(self) -> None:
+    try:
+      self._run()
+    except BaseException as e:  # never leave callers waiting on a dead dispatcher
+      self._break(f"the dispatcher thread failed: {type(e).__name__}: {e}")
+
+  def _score_of(self, status: str, value: Any) -> Score:
+    if status == "ok":
+      try:
+        return check_reward(value, self.rejected)
+      except Exception as e:  # check_reward is total; this guards the dispatcher all the same
+        self.rejected.add("error")
+        REJECTED.add("error")
+        return Score(0.0, 1.0, {"rejected": "error", "error": f"{type(e).__name__}: {e}"}, valid=False)
+    self.rejected.add("error")
+    REJECTED.add("error")
+    return Score(0.0, 1.0, {"rejected": "error", "error": str(value)}, valid=False)
+
+  def _run(self) -> None:
     while not self._closed:
       self._dispatch()
       now = time.monotonic()
       busy = [s.deadline - now for s in self._slots if s.job is not None]
-      wait_s = max(0.0, min(busy)) if busy else None
+      wait_s = min(_MAX_POLL_S, max(0.0, min(busy))) if busy else _MAX_POLL_S
       conns = [s.worker.conn for s in self._slots] + [self._wake_r]
       try:
         ready = mpc.wait(conns, timeout=wait_s)
@@ -204,7 +277,8 @@ class VerifierPool:
             status, value = slot.worker.conn.recv()
           except (EOFError, OSError):
             if slot.job is not None:
-              self._finish(slot, Score(0.0, 1.0, {"crash": "worker died", "worker_replaced": True}))
+              self.crashes += 1
+              self._finish(slot, Score(0.0, 1.0, {"crash": "worker died", "worker_replaced": True}, valid=False))
             if not slot.ready:
               self._start_failures += 1
               if self._start_failures >= MAX_START_FAILURES:
@@ -219,28 +293,30 @@ class VerifierPool:
             slot.ready = True
             self._start_failures = 0
           elif slot.job is not None:
-            if status == "ok":
-              self._finish(slot, check_reward(value, self.rejected))
-            else:
-              self.rejected.add("error")
-              REJECTED.add("error")
-              self._finish(slot, Score(0.0, 1.0, {"rejected": "error", "error": value}, valid=False))
+            self._finish(slot, self._score_of(status, value))
       now = time.monotonic()
       for i, slot in enumerate(list(self._slots)):
         if slot.job is not None and now >= slot.deadline:
-          self._finish(slot, Score(0.0, 1.0, {"timeout": True, "timeout_s": slot.timeout_s, "worker_replaced": True}))
+          self.timeouts += 1
+          info = {"timeout": True, "timeout_s": slot.timeout_s, "worker_replaced": True}
+          self._finish(slot, Score(0.0, 1.0, info, valid=False))
           self._replace(i)
 
   def _break(self, why: str) -> None:
     """Gives up: every queued item gets an invalid score saying why; submit() raises from now on."""
     self.broken = why
+    for slot in self._slots:
+      try:
+        slot.worker.kill()
+      except Exception:
+        pass
     with self._lock:
       pending, self._pending = list(self._pending), collections.deque()
     for handle, index, _ in pending:
       self.rejected.add("error")
       handle._set(index, Score(0.0, 1.0, {"rejected": "error", "error": why}, valid=False))
     for slot in self._slots:
-      if slot.job is not None:
+      if slot.job is not None and not slot.job[0].done():
         self.rejected.add("error")
         self._finish(slot, Score(0.0, 1.0, {"rejected": "error", "error": why}, valid=False))
 

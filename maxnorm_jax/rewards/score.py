@@ -35,7 +35,8 @@ class Score:
 
 
 class RejectionCounter:
-  """A thread-safe count of rejected rewards, by reason ("nan", "inf", "out_of_range", "type")."""
+  """A thread-safe count of rejected rewards, by reason ("nan", "inf", "out_of_range", "type", "info",
+  "resolution", "error")."""
 
   def __init__(self):
     self._lock = threading.Lock()
@@ -78,22 +79,27 @@ def check_reward(value: Any, counter: RejectionCounter | None = None) -> Score:
 
   Accepts a `Score`, a plain number, or a dict with a "reward" key (and optional "resolution",
   "info"). Rejects (valid=False, counted in `counter` and the global `REJECTED`): values that are
-  not real numbers (strings, None, complex), NaN, +-inf, values outside [0, 1], and a resolution
-  that is not a finite number in (0, 1]. An already invalid Score passes through unchanged.
+  not real numbers (strings, bytes, None, complex), NaN, +-inf, values outside [0, 1] (integers
+  too large for a float included), an `info` that is not a dict, and a resolution that is not a
+  finite number in (0, 1]. An already invalid Score passes through unchanged. Never raises.
   """
   if isinstance(value, Score):
     if not value.valid:
       return value
     raw, resolution, info = value.reward, value.resolution, value.info
   elif isinstance(value, dict) and "reward" in value:
-    raw, resolution, info = value["reward"], value.get("resolution", 1.0), dict(value.get("info", {}))
+    raw, resolution, info = value["reward"], value.get("resolution", 1.0), value.get("info", {})
   else:
     raw, resolution, info = value, 1.0, {}
+  if not isinstance(info, dict):
+    return _reject("info", info, {}, counter)
+  if isinstance(raw, (str, bytes, bytearray, complex)):
+    return _reject("type", raw, info, counter)
   try:
     reward = float(raw)
+  except OverflowError:  # an integer beyond the float range
+    return _reject("out_of_range", raw, info, counter)
   except (TypeError, ValueError):
-    return _reject("type", raw, info, counter)
-  if isinstance(raw, complex):
     return _reject("type", raw, info, counter)
   if math.isnan(reward):
     return _reject("nan", raw, info, counter)
@@ -101,9 +107,11 @@ def check_reward(value: Any, counter: RejectionCounter | None = None) -> Score:
     return _reject("inf", raw, info, counter)
   if not 0.0 <= reward <= 1.0:
     return _reject("out_of_range", raw, info, counter)
+  if isinstance(resolution, (str, bytes, bytearray, complex)):
+    return _reject("resolution", resolution, info, counter)
   try:
     resolution = float(resolution)
-  except (TypeError, ValueError):
+  except (TypeError, ValueError, OverflowError):
     return _reject("resolution", resolution, info, counter)
   if not (math.isfinite(resolution) and 0.0 < resolution <= 1.0):
     return _reject("resolution", resolution, info, counter)

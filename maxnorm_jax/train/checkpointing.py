@@ -67,6 +67,10 @@ class PreemptionFlag:
   def set(self) -> None:
     self._event.set()
 
+  def is_set(self) -> bool:
+    """This process got SIGTERM (no collective; for waits that must not block a stop)."""
+    return self._event.is_set()
+
   def agreed(self) -> bool:
     local = self._event.is_set()
     if jax.process_count() == 1:

@@ -7,6 +7,7 @@ from typing import Any
 
 from maxnorm_jax.core import advantages, losses, protocol
 from maxnorm_jax.parallel.mesh import MESH_AXES
+from maxnorm_jax.rewards.pool import MAX_DEADLINE_S
 from maxnorm_jax.train.optimizer import SCHEDULES
 
 FILTER_MODES = ("none", "drop", "resample")
@@ -95,6 +96,11 @@ def validate(c: Any) -> None:
   _positive_int(c, "rollout.top_k", 0)
   _positive_int(c, "reward.num_workers")
   _nonneg(c, "reward.timeout_s")
+  if not c.reward.timeout_s <= MAX_DEADLINE_S:  # also refuses inf and nan
+    _fail(
+      "reward.timeout_s",
+      f"must be a finite number of seconds <= {MAX_DEADLINE_S:g} (0: per-task default), got {c.reward.timeout_s!r}",
+    )
   # advantage, protocol, filter
   name = c.advantage.estimator
   if name not in advantages.names():

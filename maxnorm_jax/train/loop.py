@@ -252,7 +252,12 @@ class Trainer:
     items = [(t, self._record(records[i])) for t, i in zip(texts, idx)]
     return self.pool.submit(items), idx
 
-  def _collect(self, handle, idx, total: int) -> tuple[np.ndarray, np.ndarray]:
+  def _collect(self, handle, idx, total: int, interruptible: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Waits for the scores (RuntimeError if the pool broke; InterruptedError on SIGTERM when
+    `interruptible`) -> rewards [total], valid [total]."""
+    # One process alone must not leave the step (the others would wait in a collective).
+    stop = self.preemption.is_set if interruptible and jax.process_count() == 1 else None
+    self.pool.wait(handle, interrupted=stop)
     rewards, valid, _ = handle.arrays()
     return ro.gather_rows(rewards, idx, total), ro.gather_rows(valid, idx, total)
 
@@ -272,6 +277,7 @@ class Trainer:
     c = self.c
     t_start = time.perf_counter()
     base = jax.random.fold_in(jax.random.key(c.seed), self.step)
+    self.data_state_at_step_start = self.pipeline.get_state()  # what a SIGTERM mid-step saves
     params = self.state.params
     metrics: dict[str, Any] = {}
 
@@ -287,7 +293,7 @@ class Trainer:
       t_dispatch = time.perf_counter()
       old_logp, entropy, ref_logp, (watcher, finished_at) = self._logprobs(params, chosen)
       t1 = time.perf_counter()
-      rewards, valid = self._collect(handle, idx, self.B)
+      rewards, valid = self._collect(handle, idx, self.B, interruptible=True)
       t_rewards = time.perf_counter()
       verify_time = t_rewards - t1
       watcher.join()
@@ -295,7 +301,7 @@ class Trainer:
       metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at[0])
     else:
       t1 = time.perf_counter()
-      rewards, valid = self._collect(handle, idx, self.B)
+      rewards, valid = self._collect(handle, idx, self.B, interruptible=True)
       verify_time = time.perf_counter() - t1
       kept = [ro.select_groups(*self._shaped_rewards(rewards, valid, rounds[0]["out"]), c.filter.collapse_std)]
       scored = [(rewards, valid)]
@@ -305,7 +311,7 @@ class Trainer:
         h, ix = self._submit(rounds[-1]["out"], rounds[-1]["records"])
         t_generate += time.perf_counter() - t0
         t1 = time.perf_counter()
-        r, v = self._collect(h, ix, self.B)
+        r, v = self._collect(h, ix, self.B, interruptible=True)
         verify_time += time.perf_counter() - t1
         scored.append((r, v))
         kept.append(ro.select_groups(*self._shaped_rewards(r, v, rounds[-1]["out"]), c.filter.collapse_std))
@@ -543,10 +549,9 @@ class Trainer:
 
   # ------------------------------------------------------------------------------ checkpoints
 
-  def save(self) -> None:
-    self.checkpointer.save(
-      self.step, self.state, self.pipeline.get_state(), self.reference if self.use_reference else None
-    )
+  def save(self, data_state: dict | None = None) -> None:
+    data_state = self.pipeline.get_state() if data_state is None else data_state
+    self.checkpointer.save(self.step, self.state, data_state, self.reference if self.use_reference else None)
 
   def restore_or_start(self) -> bool:
     """Restores the latest checkpoint (True) or warm-starts a new run (False)."""
@@ -625,7 +630,16 @@ def train(config: Any, workdir: str) -> list[dict]:
     else:
       log.warning("resumed from step %d", trainer.step)
     while trainer.step < c.train.steps:
-      metrics = trainer.rl_step()
+      counts = (trainer.pool.timeouts, trainer.pool.crashes)
+      try:
+        metrics = trainer.rl_step()
+      except InterruptedError:
+        log.warning("SIGTERM while waiting for the verifier: saving step %d and stopping", trainer.step)
+        if trainer.checkpointer.latest_step() != trainer.step:
+          trainer.save(trainer.data_state_at_step_start)
+        break
+      metrics["verify/timeouts"] = float(trainer.pool.timeouts - counts[0])
+      metrics["verify/crashes"] = float(trainer.pool.crashes - counts[1])
       if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
         metrics.update(trainer.evaluate())
       rows.append(writer.write(trainer.step, metrics))

@@ -19,3 +19,18 @@ def slow_or_dead(completion, record):
   if completion == "die":
     os._exit(3)
   return float(record["reward"])
+
+
+def hostile_reward(completion, record):
+  """What careless reward functions return: an int beyond float range, an `info` that is not a
+  dict, a numeric string; "ok" -> 0.5."""
+  return {
+    "huge": 10**400,
+    "badinfo": {"reward": 0.5, "info": 7},
+    "string": "0.7",
+  }.get(completion, 0.5)
+
+
+def deadline_of(record):
+  """The per-item deadline the record asks for (inf, 2**31 s, -1, "x", ...)."""
+  return record.get("deadline", 5.0)

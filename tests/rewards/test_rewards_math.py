@@ -81,7 +81,7 @@ def test_deadline_kills_a_hanging_item_and_recovers(isolated):
   t0 = time.monotonic()
   s = isolated.score(r"\boxed{2^{2^{2^{2^{2^{2}}}}}}", "1")
   elapsed = time.monotonic() - t0
-  assert s.reward == 0.0 and s.info["timeout"] is True
+  assert s.reward == 0.0 and s.info["timeout"] is True and not s.valid
   assert 1.4 <= elapsed < 4.5
   s2 = isolated.score(r"\boxed{\frac{1}{2}}", "0.5")
   assert s2.reward == 1.0 and s2.info["correct"] is True

@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 import pytest
-from rewards_pool_helpers import nan_reward, slow_or_dead
+from rewards_pool_helpers import deadline_of, hostile_reward, nan_reward, slow_or_dead
 
-from maxnorm_jax.rewards import VerifierPool, detect_mode
+from maxnorm_jax.rewards import PoolHandle, VerifierPool, detect_mode
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,7 @@ def test_submit_returns_at_once_and_batches_overlap(helper_pool):
 
 def test_hung_and_dead_workers_are_replaced(helper_pool):
   replaced = helper_pool.replaced
+  timeouts, crashes = helper_pool.timeouts, helper_pool.crashes
   items = [
     ("hang", {"reward": 1.0}),
     ("die", {"reward": 1.0}),
@@ -94,6 +95,9 @@ def test_hung_and_dead_workers_are_replaced(helper_pool):
   assert scores[0].info["timeout"] is True and scores[4].info["timeout"] is True
   assert scores[1].info["crash"] == "worker died"
   assert [s.reward for s in scores] == [0.0, 0.0, 0.75, 1.0, 0.0, 0.0]
+  # A verifier that timed out or died is no verdict: those items leave the group (issue 12.6).
+  assert [s.valid for s in scores] == [False, False, True, True, False, True]
+  assert (helper_pool.timeouts - timeouts, helper_pool.crashes - crashes) == (2, 1)
   deadline = time.monotonic() + 5
   while helper_pool.replaced < replaced + 3 and time.monotonic() < deadline:
     time.sleep(0.01)
@@ -175,3 +179,64 @@ def test_workers_that_cannot_start_break_the_pool_loudly():
       pool.submit([("ok", {"reward": 1.0})])
   finally:
     pool.close()
+
+
+def test_hostile_items_and_deadlines_do_not_stop_the_pool():
+  """Issue 12.1: each of these killed the dispatcher thread, after which every wait hung."""
+  with VerifierPool(num_workers=1, score_fn=hostile_reward, timeout_s=deadline_of, warmup=None) as pool:
+    items = [
+      ("ok", {"deadline": math.inf}),
+      ("ok", {"deadline": 2.0**31}),
+      ("ok", {"deadline": -1}),
+      ("ok", {"deadline": "soon"}),
+      ("huge", {}),
+      ("badinfo", {}),
+      ("string", {}),
+      ("ok", {}),
+    ]
+    handle = pool.submit(items)
+    pool.wait(handle)
+    scores = handle.result(0)
+    assert [s.valid for s in scores] == [False] * 7 + [True]
+    assert all("deadline must be a finite number" in s.info["error"] for s in scores[:3])
+    assert "must be a number of seconds" in scores[3].info["error"]
+    assert [s.info["rejected"] for s in scores[4:7]] == ["out_of_range", "info", "type"]
+    assert scores[7].reward == 0.5 and pool.alive()
+    assert pool.score([("ok", {})], timeout=30)[0].reward == 0.5
+  with pytest.raises(ValueError, match="finite number of seconds"):
+    VerifierPool(num_workers=1, score_fn=hostile_reward, timeout_s=math.inf, warmup=None)
+
+
+def test_a_failed_dispatcher_breaks_the_pool_and_waits_end():
+  pool = VerifierPool(num_workers=1, score_fn=slow_or_dead, timeout_s=5.0, warmup=None)
+  try:
+    assert pool.wait_ready(60)
+
+    def boom():
+      raise MemoryError("injected")
+
+    pool._dispatch = boom  # the next dispatcher iteration fails
+    handle = pool.submit([("ok", {"reward": 1.0})] * 2)
+    t0 = time.monotonic()
+    pool.wait(handle)  # settled by the break, not left hanging
+    assert time.monotonic() - t0 < 5
+    assert [s.valid for s in handle.result(0)] == [False, False]
+    assert "dispatcher thread failed: MemoryError: injected" in handle.result(0)[0].info["error"]
+    assert not pool.alive()
+    orphan = PoolHandle(1)  # an item the dead pool will never score
+    with pytest.raises(RuntimeError, match="verifier pool stopped with items unscored: the dispatcher"):
+      pool.wait(orphan, poll_s=0.01)
+    with pytest.raises(RuntimeError, match="broken"):
+      pool.submit([("ok", {"reward": 1.0})])
+  finally:
+    pool.close()
+
+
+def test_wait_is_interruptible(helper_pool):
+  handle = helper_pool.submit([("hang", {"reward": 1.0})])
+  t0 = time.monotonic()
+  with pytest.raises(InterruptedError):
+    helper_pool.wait(handle, poll_s=0.01, interrupted=lambda: time.monotonic() - t0 > 0.1)
+  assert time.monotonic() - t0 < 0.9
+  helper_pool.wait(handle)
+  assert handle.result(0)[0].info["timeout"] is True

@@ -18,6 +18,11 @@ from maxnorm_jax.rewards import REJECTED, RejectionCounter, Score, check_reward
     (1.0000001, "out_of_range"),
     (-1e-9, "out_of_range"),
     ("0.5x", "type"),
+    ("0.7", "type"),  # a numeric string is still a string (issue 12.9)
+    (b"0.5", "type"),
+    (10**400, "out_of_range"),  # float() overflows (issue 12.1)
+    ({"reward": 0.5, "info": 7}, "info"),
+    ({"reward": 0.5, "resolution": "0.5"}, "resolution"),
     (None, "type"),
     (1j, "type"),
     (Score(math.nan), "nan"),

@@ -37,6 +37,9 @@ def test_get_config_arguments(arg, message):
     ("mesh", "pipeline", 2, "config.mesh.pipeline: unknown mesh axis"),
     ("overlong", "buffer_len", 99, "config.overlong.buffer_len: 99 exceeds rollout.max_new_tokens"),
     ("optim", "schedule", "linear", "config.optim.schedule: must be one of"),
+    ("reward", "timeout_s", float("inf"), "config.reward.timeout_s: must be a finite number of seconds"),
+    ("reward", "timeout_s", float("nan"), "config.reward.timeout_s: must be a finite number of seconds"),
+    ("reward", "timeout_s", 2.0**31 / 1000, "config.reward.timeout_s: must be a finite number of seconds"),
   ],
 )
 def test_validate_names_the_key(section, key, value, message):
