@@ -31,6 +31,7 @@ import ml_collections as mlc
 
 from maxnorm_jax.config_args import parse_arg
 from maxnorm_jax.method_rows import DELTA_RES, METHODS, apply_row
+from maxnorm_jax.parallel.rules import DEFAULT_RULES
 
 # Method rows (docs/DESIGN.md, the method table) live in maxnorm_jax/method_rows.py, shared with the
 # bandit lab; a row sets the estimator and its parameters, the Protocol, and any other section's keys.
@@ -119,19 +120,8 @@ def get_config(arg=None):
 
   # Mesh axis sizes (data, fsdp, tensor, expert); -1 takes the devices the others leave.
   c.mesh = mlc.ConfigDict(preset["mesh"])
-  # Logical axis -> mesh axes (sharding rules live in the config, big_vision style).
-  c.rules = (
-    ("batch", ("data", "fsdp")),
-    ("vocab", "tensor"),
-    ("embed", "fsdp"),
-    ("heads", "tensor"),
-    ("kv_heads", "tensor"),
-    ("head_dim", None),
-    ("mlp", "tensor"),
-    ("expert", "expert"),
-    ("layers", None),
-    ("seq", None),
-  )
+  # Logical axis -> mesh axes (big_vision style), by default the one table the model and the sampler use too.
+  c.rules = DEFAULT_RULES
 
   c.data = mlc.ConfigDict()
   c.data.source = source  # training prompts: a file, a glob, builtin:<task> or sample:<name>

@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import jax
 from jax.sharding import AxisType, Mesh
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
+
+
+def check_axis_sizes(axis_sizes: Mapping[str, int], num_devices: int | None = None) -> dict[str, int]:
+  """The mesh's axis sizes with -1 resolved; the one check of a mesh (config start-up and make_mesh).
+
+  Axis names must be in MESH_AXES, sizes positive integers or -1 (at most one, taking the
+  devices the others leave). With `num_devices`, the sizes must use exactly that many devices
+  (the returned -1 entry is resolved); without it, -1 stays. Raises ValueError starting with
+  the key: `mesh.fsdp: ...` or `mesh: ...`.
+  """
+  sizes = dict(axis_sizes)
+  for axis, size in sizes.items():
+    if axis not in MESH_AXES:
+      raise ValueError(f"mesh.{axis}: unknown mesh axis; known: {list(MESH_AXES)}")
+    if not isinstance(size, int) or isinstance(size, bool) or (size < 1 and size != -1):
+      raise ValueError(f"mesh.{axis}: must be a positive integer or -1, got {size!r}")
+  free = [a for a, s in sizes.items() if s == -1]
+  if len(free) > 1:
+    raise ValueError(f"mesh: at most one axis may be -1, got {sizes}")
+  if num_devices is None:
+    return sizes
+  known = math.prod(s for s in sizes.values() if s != -1)
+  if free:
+    if num_devices % known:
+      raise ValueError(f"mesh: {num_devices} devices do not divide into mesh {sizes}")
+    sizes[free[0]] = num_devices // known
+  if math.prod(sizes.values()) != num_devices:
+    raise ValueError(f"mesh: {sizes} needs {math.prod(sizes.values())} devices, {num_devices} are available")
+  return sizes
 
 
 def make_mesh(
@@ -31,28 +61,8 @@ def make_mesh(
     a `jax.sharding.Mesh` whose axes all have type `axis_type`.
   """
   devices = list(jax.devices() if devices is None else devices)
-  if axis_sizes is None:
-    axis_sizes = {"data": len(devices)}
-  names = tuple(axis_sizes)
-  sizes = [int(s) for s in axis_sizes.values()]
-  if sizes.count(-1) > 1:
-    raise ValueError(f"at most one mesh axis may have size -1, got {dict(axis_sizes)}")
-  known = 1
-  for s in sizes:
-    if s != -1:
-      if s <= 0:
-        raise ValueError(f"mesh axis sizes must be positive or -1, got {dict(axis_sizes)}")
-      known *= s
-  if -1 in sizes:
-    if len(devices) % known:
-      raise ValueError(f"{len(devices)} devices do not divide into mesh {dict(axis_sizes)}")
-    sizes[sizes.index(-1)] = len(devices) // known
-  total = 1
-  for s in sizes:
-    total *= s
-  if total != len(devices):
-    raise ValueError(f"mesh {dict(zip(names, sizes))} needs {total} devices, {len(devices)} are available")
-  return jax.make_mesh(tuple(sizes), names, axis_types=(axis_type,) * len(names), devices=devices)
+  sizes = check_axis_sizes({"data": len(devices)} if axis_sizes is None else axis_sizes, len(devices))
+  return jax.make_mesh(tuple(sizes.values()), tuple(sizes), axis_types=(axis_type,) * len(sizes), devices=devices)
 
 
 def auto_axes(mesh: Mesh) -> Mesh:

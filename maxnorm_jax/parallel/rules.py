@@ -8,10 +8,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 Rules = tuple[tuple[str, str | tuple[str, ...] | None], ...]
 
-# Data parallel over "data", parameters sharded FSDP-style on "fsdp", Megatron-style on
-# "tensor", experts on "expert". Axes that a mesh lacks are simply not used.
+# The one rules table (the trainer config's `rules` default to it): the batch over "data" and
+# "fsdp" (FSDP shards the batch like data parallelism), parameters sharded FSDP-style on "fsdp",
+# Megatron-style on "tensor", experts on "expert". Axes that a mesh lacks are simply not used.
 DEFAULT_RULES: Rules = (
-  ("batch", "data"),
+  ("batch", ("data", "fsdp")),
   ("vocab", "tensor"),
   ("embed", "fsdp"),
   ("heads", "tensor"),

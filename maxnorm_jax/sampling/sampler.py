@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 
 from maxnorm_jax.models import layers
 from maxnorm_jax.models.config import ModelConfig
@@ -28,7 +28,8 @@ from maxnorm_jax.models.decoder import (
   head_matrix,
 )
 from maxnorm_jax.parallel.mesh import auto_axes
-from maxnorm_jax.parallel.rules import DEFAULT_RULES, Rules, logical_to_sharding
+from maxnorm_jax.parallel.rules import DEFAULT_RULES, Rules
+from maxnorm_jax.parallel.sharding import batch_sharding, constrain, replicated
 from maxnorm_jax.sampling.methods import SamplingMethod, make_method
 
 KV_CACHE_AXES = (("batch", "kv_heads", "head_dim", "seq"), ("batch", "kv_heads", "seq", "head_dim"))
@@ -67,12 +68,6 @@ class DecodeState:
   key: jax.Array
 
 
-def _constrain(x: jax.Array, axes, mesh: Mesh | None, rules: Rules) -> jax.Array:
-  if mesh is None:
-    return x
-  return jax.lax.with_sharding_constraint(x, logical_to_sharding(axes, rules, mesh, x.shape))
-
-
 def _head_logits(cfg: ModelConfig, w, h: jax.Array) -> jax.Array:
   """h [B, E] -> float32 logits [B, V]."""
   return jnp.einsum("be,ev->bv", h, head_matrix(cfg, w).astype(h.dtype), preferred_element_type=jnp.float32)
@@ -92,7 +87,7 @@ def _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, w, prompt
     x, (k, v), _ = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask)
     kc = jnp.pad(jnp.transpose(k, (0, 2, 3, 1)), ((0, 0), (0, 0), (0, 0), (0, n)))
     vc = jnp.pad(jnp.transpose(v, (0, 2, 1, 3)), ((0, 0), (0, 0), (0, n), (0, 0)))
-    caches.append((_constrain(kc, KV_CACHE_AXES[0], mesh, rules), _constrain(vc, KV_CACHE_AXES[1], mesh, rules)))
+    caches.append((constrain(kc, KV_CACHE_AXES[0], mesh, rules), constrain(vc, KV_CACHE_AXES[1], mesh, rules)))
   h = layers.rms_norm(x[:, -1], w["final_norm"].astype(x.dtype), cfg.rms_norm_eps)
   key, sub = jax.random.split(key)
   token, logp = method.sample(_head_logits(cfg, w, h), sub)
@@ -210,10 +205,10 @@ def generate(
   if prompt_ids.ndim != 2 or prompt_ids.shape != prompt_mask.shape:
     raise ValueError(f"prompt_ids {prompt_ids.shape} and prompt_mask {prompt_mask.shape} must be equal [B, P]")
   if mesh is not None:
-    batch_sharding = logical_to_sharding(("batch", None), rules, mesh, prompt_ids.shape)
-    prompt_ids = jax.device_put(prompt_ids, batch_sharding)
-    prompt_mask = jax.device_put(prompt_mask, batch_sharding)
-    key = jax.device_put(key, NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    rows = batch_sharding(mesh, rules, prompt_ids.shape)
+    prompt_ids = jax.device_put(prompt_ids, rows)
+    prompt_mask = jax.device_put(prompt_mask, rows)
+    key = jax.device_put(key, replicated(mesh))
   return generate_from_weights(
     cfg,
     model.weights(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from maxnorm_jax.core import advantages, losses, protocol
-from maxnorm_jax.parallel.mesh import MESH_AXES
+from maxnorm_jax.parallel.mesh import check_axis_sizes
 from maxnorm_jax.rewards.pool import MAX_DEADLINE_S
 from maxnorm_jax.train.optimizer import SCHEDULES
 
@@ -74,13 +74,10 @@ def validate(c: Any) -> None:
     _positive_int(c, f"model.{key}")
   if c.model.num_heads % c.model.num_kv_heads:
     _fail("model.num_heads", f"{c.model.num_heads} is not a multiple of model.num_kv_heads={c.model.num_kv_heads}")
-  for axis, size in c.mesh.items():
-    if axis not in MESH_AXES:
-      _fail(f"mesh.{axis}", f"unknown mesh axis; known: {list(MESH_AXES)}")
-    if not isinstance(size, int) or (size < 1 and size != -1):
-      _fail(f"mesh.{axis}", f"must be a positive integer or -1, got {size!r}")
-  if sum(1 for s in c.mesh.values() if s == -1) > 1:
-    _fail("mesh", "at most one axis may be -1")
+  try:
+    check_axis_sizes(dict(c.mesh))
+  except ValueError as e:
+    _fail(*str(e).split(": ", 1))
   # data, rollout, reward
   if not c.data.source:
     _fail("data.source", "must name a file, a glob or builtin:<task>")

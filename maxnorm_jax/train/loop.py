@@ -22,7 +22,7 @@ import numpy as np
 from maxnorm_jax.core import advantages, losses
 from maxnorm_jax.data import build_pipeline, load_tokenizer, make_format
 from maxnorm_jax.models import ModelConfig, create_model, hf
-from maxnorm_jax.parallel.mesh import make_mesh
+from maxnorm_jax.parallel import make_mesh, replicated_array, rows_array, take_rows
 from maxnorm_jax.rewards import VerifierPool
 from maxnorm_jax.sampling import Categorical, Greedy, generate_from_weights
 from maxnorm_jax.train import rollout as ro
@@ -75,7 +75,7 @@ class Trainer:
     try:
       self.mesh = make_mesh(dict(c.mesh))
     except ValueError as e:
-      raise ValueError(f"config.mesh: {e}") from None
+      raise ValueError(f"config.{e}") from None
     self.rules = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in c.rules)
     self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
     self.eos_id = self.tokenizer.eos_id
@@ -165,7 +165,7 @@ class Trainer:
       grad_accum=c.train.grad_accum,
     )
     self.hparams = {
-      k: ro.replicated_array(np.float32(v), self.mesh)
+      k: replicated_array(np.float32(v), self.mesh)
       for k, v in dict(
         clip_low=c.loss.clip_low,
         clip_high=c.loss.clip_high,
@@ -227,8 +227,8 @@ class Trainer:
   # ------------------------------------------------------------------------------ sampling + scoring
 
   def _sample(self, params, prompt_ids: np.ndarray, prompt_mask: np.ndarray, key, method):
-    ids = ro.rows_array(prompt_ids, self.mesh, self.rules)
-    mask = ro.rows_array(prompt_mask, self.mesh, self.rules)
+    ids = rows_array(prompt_ids, self.mesh, self.rules)
+    mask = rows_array(prompt_mask, self.mesh, self.rules)
     out = generate_from_weights(
       self.model_cfg,
       params,
@@ -336,7 +336,7 @@ class Trainer:
       self.card_spec, jnp.asarray(rewards_pg), jnp.asarray(sample_mask), self.state.estimator_state
     )
     weights = losses.card_to_sequences(card, sample_mask)
-    loss_mask = out.mask & ro.rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules)
+    loss_mask = out.mask & rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules)
     batch = step_lib.Rollout(
       prompt_ids=chosen["ids"],
       prompt_mask=chosen["mask"],
@@ -420,7 +420,7 @@ class Trainer:
     return metrics
 
   def _rows(self, x) -> jax.Array:
-    return ro.rows_array(np.asarray(x), self.mesh, self.rules)
+    return rows_array(np.asarray(x), self.mesh, self.rules)
 
   def _shaped_rewards(self, rewards: np.ndarray, valid: np.ndarray, out) -> tuple[np.ndarray, np.ndarray]:
     """Rewards [P, G] with DAPO's overlong shaping, and the sample mask [P, G] (rejected scores and,
@@ -466,10 +466,10 @@ class Trainer:
     rewards = np.concatenate([s[0] for s in scored])[rounds_of_rows * self.B + rows]
     valid = np.concatenate([s[1] for s in scored])[rounds_of_rows * self.B + rows]
     flat = rounds_of_rows * self.B + rows
-    take = ro.replicated_array(flat.astype(np.int32), self.mesh)
+    take = replicated_array(flat.astype(np.int32), self.mesh)
 
     def pick(xs):
-      return _take_rows(jnp.concatenate(xs, axis=0), take, self.mesh, self.rules)
+      return take_rows(jnp.concatenate(xs, axis=0), take, self.mesh, self.rules)
 
     outs = [r["out"] for r in rounds]
     out = jax.tree.map(lambda *xs: pick(list(xs)) if xs[0].ndim else xs[0], *outs)
@@ -588,12 +588,6 @@ class Trainer:
 def _sequence_kl(old_logp, ref_logp, mask):
   """Per-sequence sum of k1 = old - ref over the completion [B] (KL in the reward)."""
   return jnp.sum(jnp.where(mask, old_logp - ref_logp, 0.0), axis=-1)
-
-
-@functools.partial(jax.jit, static_argnames=("mesh", "rules"))
-def _take_rows(x, rows, mesh, rules):
-  y = jnp.take(x, rows, axis=0)
-  return jax.lax.with_sharding_constraint(y, step_lib.batch_sharding(mesh, rules, y.shape))
 
 
 def train(config: Any, workdir: str) -> list[dict]:

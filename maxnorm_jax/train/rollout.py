@@ -8,25 +8,10 @@ hold, scored there, and the rewards (tiny) are gathered across processes.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-from maxnorm_jax.parallel.rules import Rules
-from maxnorm_jax.train.step import batch_sharding
-
-
-def rows_array(x: np.ndarray, mesh: Mesh, rules: Rules) -> jax.Array:
-  """A host array (the same on every process) as a global array sharded by rows."""
-  x = np.asarray(x)
-  return jax.make_array_from_callback(x.shape, batch_sharding(mesh, rules, x.shape), lambda idx: x[idx])
-
-
-def replicated_array(x: Any, mesh: Mesh) -> jax.Array:
-  x = np.asarray(x)
-  return jax.make_array_from_callback(x.shape, NamedSharding(mesh, PartitionSpec()), lambda idx: x[idx])
 
 
 def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding
 
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.create import abstract_model, param_shardings
+from maxnorm_jax.parallel.sharding import replicated
 
 
 @struct.dataclass
@@ -43,10 +44,6 @@ def weights_from_pure(pure: dict) -> dict:
 def weight_shardings(cfg: ModelConfig, mesh: Mesh, rules) -> dict:
   """Each parameter's NamedSharding, in the weights layout."""
   return weights_from_pure(param_shardings(abstract_model(cfg), mesh, rules))
-
-
-def replicated(mesh: Mesh) -> NamedSharding:
-  return NamedSharding(mesh, PartitionSpec())
 
 
 def init_opt_state(optimizer: optax.GradientTransformation, params, mesh: Mesh):

@@ -22,7 +22,8 @@ from maxnorm_jax.core.cards import AdvantageCard
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.decoder import hidden_states, load_balancing_loss
 from maxnorm_jax.models.logprobs import logprobs_from_hidden
-from maxnorm_jax.parallel.rules import Rules, logical_to_sharding
+from maxnorm_jax.parallel.rules import Rules
+from maxnorm_jax.parallel.sharding import constrain_rows
 from maxnorm_jax.train.state import TrainState
 
 
@@ -79,15 +80,6 @@ class UpdateSpec:
   ppo_epochs: int
   minibatches: int
   grad_accum: int
-
-
-def batch_sharding(mesh: Mesh, rules: Rules, shape) -> jax.sharding.NamedSharding:
-  """Rows over the batch axes of the mesh, other dimensions replicated."""
-  return logical_to_sharding(("batch",) + (None,) * (len(shape) - 1), rules, mesh, shape)
-
-
-def _constrain_rows(tree, mesh, rules):
-  return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch_sharding(mesh, rules, x.shape)), tree)
 
 
 # ------------------------------------------------------------------------------- log-prob pass
@@ -203,7 +195,7 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
     params, opt_state = carry
 
     def micro_step(acc, ix):
-      mb = _constrain_rows(jax.tree.map(lambda x: x[ix], batch), spec.mesh, spec.rules)
+      mb = constrain_rows(jax.tree.map(lambda x: x[ix], batch), spec.mesh, spec.rules)
       g, sums = grad_fn(params, mb)
       return jax.tree.map(jnp.add, acc, (g, sums)), None
 

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from maxnorm_jax.models import ModelConfig, create_model
-from maxnorm_jax.parallel import DEFAULT_RULES, make_mesh
+from maxnorm_jax.parallel import DEFAULT_RULES, make_mesh, rows_array
 from maxnorm_jax.sampling import Categorical, generate_from_weights
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import step as step_lib
@@ -18,7 +18,7 @@ from maxnorm_jax.train.metrics import MetricWriter
 from maxnorm_jax.train.optimizer import learning_rate_schedule, make_optimizer
 from maxnorm_jax.train.state import create_train_state, state_shardings
 
-RULES = (("batch", ("data", "fsdp")),) + DEFAULT_RULES
+RULES = DEFAULT_RULES
 
 
 def test_schedule_warmup_then_cosine_to_end_fraction():
@@ -66,8 +66,8 @@ def sampled(mesh):
   prompt_mask = np.ones((b, length), bool)
   prompt_mask[:4, :2] = False  # some left padding
   prompt_ids[~prompt_mask] = 0
-  ids = ro.rows_array(prompt_ids, mesh, RULES)
-  pm = ro.rows_array(prompt_mask, mesh, RULES)
+  ids = rows_array(prompt_ids, mesh, RULES)
+  pm = rows_array(prompt_mask, mesh, RULES)
   out = generate_from_weights(
     CFG, params, ids, pm, jax.random.key(1), n, method=Categorical(1.0), eos_id=2, pad_id=0, mesh=mesh, rules=RULES
   )
@@ -104,9 +104,9 @@ def _update_once(mesh, sampled, minibatches, grad_accum, aggregation):
     loss_mask=out.mask,
     old_logp=old,
     ref_logp=old - 0.1,
-    advantages=ro.rows_array(rng.normal(size=b).astype(np.float32), mesh, RULES),
-    kl_weight=ro.rows_array(np.ones(b, np.float32), mesh, RULES),
-    takes_part=ro.rows_array(np.arange(b) % 5 != 0, mesh, RULES),
+    advantages=rows_array(rng.normal(size=b).astype(np.float32), mesh, RULES),
+    kl_weight=rows_array(np.ones(b, np.float32), mesh, RULES),
+    takes_part=rows_array(np.arange(b) % 5 != 0, mesh, RULES),
   )
   spec = step_lib.UpdateSpec(
     model=CFG,
