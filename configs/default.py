@@ -137,7 +137,8 @@ def get_config(arg=None):
   c.data.max_prompt_len = prompt_len  # prompt tokens; longer prompts are an error unless skip_bad_rows
   c.data.skip_bad_rows = False  # True: drop rows that are malformed or too long instead of failing on them
   c.data.builtin_n = 0  # problems a builtin:<task> source generates for training (0 = the task's default number)
-  c.data.eval_source = ""  # prompts of the evaluation ("" = the test split of a built-in task, else data.source)
+  c.data.eval_source = ""  # default eval set ("" = a built-in task's test split, else data.source's held-out split)
+  c.data.eval_fraction = 0.05  # held-out share of a file data.source (prompt-text hash, at most eval.num_prompts)
 
   c.reward = mlc.ConfigDict()
   c.reward.verifier = verifier  # the task whose verifier scores a completion (arith*, code, math)
@@ -213,9 +214,12 @@ def get_config(arg=None):
 
   c.eval = mlc.ConfigDict()
   c.eval.every = 75  # evaluate every this many RL steps, before the first and after the last (0 = never)
-  c.eval.num_prompts = 256  # held-out problems per evaluation
-  c.eval.k = 4  # samples per problem (reward mean and pass@k over them, plus one greedy sample)
+  c.eval.num_prompts = 256  # held-out problems per evaluation set
+  c.eval.k = 4  # n: samples per problem (mean@n, pass@k and maj@k over them, plus one greedy sample)
   c.eval.temperature = 1.0  # sampling temperature of the evaluation samples
+  c.eval.sets = ""  # further evaluation sets, "name=source,name=source" (metrics under eval/<name>/)
+  c.eval.pass_k = (1, 2, 4, 8, 16, 32, 64)  # the k of pass@k and maj@k (those above eval.k are skipped)
+  c.eval.bootstrap_resamples = 1000  # prompt resamples behind every evaluation metric's _std
 
   c.checkpoint = mlc.ConfigDict()
   c.checkpoint.every = 75  # save every this many RL steps (0 = never); a restarted run resumes from the latest

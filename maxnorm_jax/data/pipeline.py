@@ -36,6 +36,7 @@ import numpy as np
 
 from maxnorm_jax.data import readers, tasks
 from maxnorm_jax.data.formatting import ChatFormat, PlainFormat, Tokenizer
+from maxnorm_jax.data.heldout import heldout_prompts
 from maxnorm_jax.data.presets import field_map
 from maxnorm_jax.data.records import BadRowError, FieldMap, validate_row
 
@@ -174,8 +175,12 @@ class PromptIterator:
     batch_size: int,
     shard_rows: int,
     num_batches: int | None,
+    records: Sequence[Mapping[str, Any]] = (),
+    heldout: Sequence[Mapping[str, Any]] = (),
   ):
     self._iter = iter(dataset)
+    self.records = list(records)  # the kept records this pipeline draws from (held-out ones removed)
+    self.heldout = list(heldout)  # the held-out records (see `holdout_fraction`), smallest hash first
     self.report = report
     self.fingerprint = fingerprint
     self.batch_size = batch_size
@@ -223,6 +228,8 @@ def build_pipeline(
   builtin_n: int | None = None,
   shuffle: bool = True,
   drop_remainder: bool = True,
+  holdout_fraction: float = 0.0,
+  holdout_cap: int | None = None,
 ) -> PromptIterator:
   """The prompt batch iterator of `source` (see the module docstring).
 
@@ -240,6 +247,9 @@ def build_pipeline(
     split: the built-in task split, or the split of a saved `DatasetDict`.
     builtin_n: how many built-in problems to generate (None: the whole split).
     shuffle, drop_remainder: False/False for evaluation passes in file order.
+    holdout_fraction, holdout_cap: hold out the prompts `heldout.heldout_prompts` picks (hash of
+      the prompt text below the fraction, at most `holdout_cap`): the iterator never yields them,
+      they are its `heldout` records (one per prompt text). 0.0: nothing held out.
   """
   if batch_size < 1:
     raise ValueError(f"data.batch_size must be >= 1, got {batch_size}")
@@ -265,6 +275,19 @@ def build_pipeline(
     seed=seed,
     builtin_n=builtin_n,
   )
+  heldout: list[dict[str, Any]] = []
+  if holdout_fraction:
+    try:
+      held = heldout_prompts((r["prompt"] for r in records), holdout_fraction, holdout_cap)
+    except ValueError as e:
+      raise ValueError(f"data.source {source!r}: {e}") from None
+    first = {}
+    for r in records:
+      first.setdefault(r["prompt"], r)
+    heldout = [first[p] for p in held]
+    held_set = set(held)
+    records = [r for r in records if r["prompt"] not in held_set]
+    report.rows_kept = len(records)
   usable = len(records) - len(records) % shard_count
   shard_rows = usable // shard_count
   if shard_rows == 0:
@@ -297,5 +320,12 @@ def build_pipeline(
   )
   dataset = ds.to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
   return PromptIterator(
-    dataset, report, fingerprint, batch_size=batch_size, shard_rows=shard_rows, num_batches=num_batches
+    dataset,
+    report,
+    fingerprint,
+    batch_size=batch_size,
+    shard_rows=shard_rows,
+    num_batches=num_batches,
+    records=records,
+    heldout=heldout,
   )

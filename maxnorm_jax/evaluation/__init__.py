@@ -13,9 +13,18 @@ from maxnorm_jax.evaluation._estimators import (
   mean_at_n,
   pass_at_k,
 )
+from maxnorm_jax.evaluation._evaluator import Evaluator, canonical_answer
+from maxnorm_jax.evaluation._sets import DEFAULT_SET, EvalSet, build_eval_sets, eval_prompt_rows, parse_sets
 from maxnorm_jax.evaluation._summary import is_correct, set_metrics
 
 __all__ = [
+  "DEFAULT_SET",
+  "EvalSet",
+  "Evaluator",
+  "build_eval_sets",
+  "canonical_answer",
+  "eval_prompt_rows",
+  "parse_sets",
   "bootstrap_std",
   "greedy_accuracy",
   "is_correct",

@@ -66,7 +66,8 @@ def _terminates(value) -> bool:
 def check(completion: str, gold: str) -> dict[str, Any]:
   """Compares the completion's last boxed answer with `gold`, no deadline (run it in a killable
   process). Returns a dict: correct, pred (answer text), gold, extraction ("boxed" / "fallback"
-  / "none"), exact (True when the exact-rational guard decided)."""
+  / "none"), exact (True when the exact-rational guard decided), canonical (the parsed answer's
+  string form, when it parsed)."""
   from math_verify import parse, verify
 
   gold_text = last_boxed(gold)
@@ -81,6 +82,8 @@ def check(completion: str, gold: str) -> dict[str, Any]:
     extraction = "fallback" if pred_parsed else "none"
     pred_text = str(pred_parsed[-1]) if pred_parsed else ""
   info: dict[str, Any] = {"pred": pred_text, "gold": gold_text, "extraction": extraction, "exact": False}
+  if pred_parsed:  # math-verify's parsed form: the answer maj@k votes on ("1/2" and "\frac{1}{2}" agree)
+    info["canonical"] = str(pred_parsed[0])
   if not pred_parsed or not gold_parsed:
     info["correct"] = False
     info["parse_failed"] = "pred" if not pred_parsed else "gold"

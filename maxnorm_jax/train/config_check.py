@@ -61,6 +61,31 @@ def _nonneg(c, key: str):
     _fail(key, f"must be a number >= 0, got {value!r}")
 
 
+def _check_eval(c: Any) -> None:
+  """data.eval_fraction, eval.sets, eval.pass_k, eval.bootstrap_resamples, eval.temperature."""
+  from maxnorm_jax.evaluation import parse_sets
+
+  f = c.data.eval_fraction
+  if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1:
+    _fail("data.eval_fraction", f"must be a number in [0, 1), got {f!r}")
+  if not c.data.eval_source and not str(c.data.source).startswith("builtin:") and f == 0:
+    _fail("data.eval_fraction", "0 holds nothing out of a file dataset; set data.eval_source or a fraction > 0")
+  try:
+    parse_sets(c.eval.sets)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  ks = c.eval.pass_k
+  if (
+    not isinstance(ks, (list, tuple))
+    or not ks
+    or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks)
+  ):
+    _fail("eval.pass_k", f"must be a non-empty tuple of integers >= 1, got {ks!r}")
+  _positive_int(c, "eval.bootstrap_resamples", 2)
+  if not isinstance(c.eval.temperature, (int, float)) or not c.eval.temperature > 0:
+    _fail("eval.temperature", f"must be > 0 (greedy completions are always scored too), got {c.eval.temperature!r}")
+
+
 def validate(c: Any) -> None:
   """Raises ConfigError naming the first invalid key."""
   for s in REQUIRED_SECTIONS:
@@ -147,6 +172,7 @@ def validate(c: Any) -> None:
   _positive_int(c, "eval.every", 0)
   _positive_int(c, "eval.num_prompts")
   _positive_int(c, "eval.k")
+  _check_eval(c)
   _positive_int(c, "checkpoint.every", 0)
   _positive_int(c, "checkpoint.max_to_keep")
   _positive_int(c, "log.diagnostics_every", 0)

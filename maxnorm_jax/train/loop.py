@@ -21,10 +21,11 @@ import numpy as np
 
 from maxnorm_jax.core import advantages, losses
 from maxnorm_jax.data import build_pipeline, load_tokenizer, make_format
+from maxnorm_jax.evaluation import Evaluator, build_eval_sets, eval_prompt_rows
 from maxnorm_jax.models import ModelConfig, create_model, hf
 from maxnorm_jax.parallel import make_mesh, replicated_array, rows_array, take_rows
 from maxnorm_jax.rewards import VerifierPool
-from maxnorm_jax.sampling import Categorical, Greedy, generate_from_weights
+from maxnorm_jax.sampling import Categorical, generate_from_weights
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import sft as sft_lib
 from maxnorm_jax.train import step as step_lib
@@ -103,8 +104,8 @@ class Trainer:
       skip_bad_rows=c.data.skip_bad_rows,
       max_prompt_len=c.data.max_prompt_len,
       builtin_n=c.data.builtin_n or None,
+      **self._holdout(),
     )
-    self.eval_batch = self._eval_batch() if c.eval.every else None
 
     # ---- model, optimiser, state
     if c.model.kind == "tiny":
@@ -180,6 +181,27 @@ class Trainer:
     self.pool = VerifierPool(
       num_workers=c.reward.num_workers, timeout_s=c.reward.timeout_s if c.reward.timeout_s > 0 else None
     )
+    self.eval_sets = build_eval_sets(
+      c,
+      train_source=self.source,
+      train_pipeline=self.pipeline,
+      tokenizer=self.tokenizer,
+      fields=self.fields,
+      prompt_format=self.prompt_format,
+      resolve_source=self._resolve_source,
+    )
+    self.evaluator = Evaluator(
+      self.eval_sets,
+      sample=self._sample,
+      pool=self.pool,
+      tokenizer=self.tokenizer,
+      record=self._record,
+      n=c.eval.k,
+      temperature=c.eval.temperature,
+      pass_k=tuple(c.eval.pass_k),
+      num_resamples=c.eval.bootstrap_resamples,
+      seed=c.seed,
+    )
     self.checkpointer = Checkpointer(workdir, max_to_keep=c.checkpoint.max_to_keep)
     self.preemption = PreemptionFlag(install=c.checkpoint.on_preemption)
     self.step = 0
@@ -197,27 +219,13 @@ class Trainer:
       return SAMPLE_FILES[name]
     return source
 
-  def _eval_batch(self) -> dict:
+  def _holdout(self) -> dict:
+    """The held-out split of a file dataset without data.eval_source (DESIGN 3.8): training never
+    sees it, also after a resume (the split is a function of the prompt texts alone)."""
     c = self.c
-    source = self._resolve_source(c.data.eval_source) if c.data.eval_source else self.source
-    split = "test" if source.startswith("builtin:") else "train"
-    it = build_pipeline(
-      source,
-      tokenizer=self.tokenizer,
-      batch_size=c.eval.num_prompts,
-      fields=self.fields,
-      prompt_format=self.prompt_format,
-      seed=c.seed,
-      shard_index=0,
-      shard_count=1,
-      skip_bad_rows=c.data.skip_bad_rows,
-      max_prompt_len=c.data.max_prompt_len,
-      split=split,
-      builtin_n=c.eval.num_prompts if split == "test" else (c.data.builtin_n or None),
-      shuffle=split == "test",
-      num_epochs=None,
-    )
-    return next(it)
+    if c.data.eval_source or self.source.startswith("builtin:"):
+      return {}
+    return dict(holdout_fraction=float(c.data.eval_fraction), holdout_cap=int(c.eval.num_prompts))
 
   def _record(self, r: dict) -> dict:
     if "task" not in r or r["task"] is None:
@@ -478,33 +486,11 @@ class Trainer:
 
   # ------------------------------------------------------------------------------ evaluation
 
-  def evaluate(self) -> dict:
-    """Greedy pass@1 and avg@k at eval.temperature on the held-out prompts (eval/ metrics)."""
-    c = self.c
-    e = self.eval_batch
-    n = len(e["records"])
-    key = jax.random.fold_in(jax.random.key(c.seed + 1), self.step)
-    records = [self._record(r) for r in e["records"]]
-    _, _, greedy = self._sample(self.state.params, e["prompt_ids"], e["prompt_mask"], key, Greedy())
-    h, idx = self._submit(greedy, records)
-    g_rewards, _ = self._collect(h, idx, n)
-    k = c.eval.k
-
-    def rep(x):
-      return np.repeat(x, k, axis=0)
-
-    method = Categorical(temperature=float(c.eval.temperature))
-    _, _, sampled = self._sample(self.state.params, rep(e["prompt_ids"]), rep(e["prompt_mask"]), key, method)
-    h, idx = self._submit(sampled, [r for r in records for _ in range(k)])
-    s_rewards, _ = self._collect(h, idx, n * k)
-    s_rewards = s_rewards.reshape(n, k)
-    return {
-      "eval/reward_mean": float(s_rewards.mean()),
-      "eval/avg@k": float(s_rewards.mean()),
-      "eval/pass@k": float((s_rewards >= 1.0 - 1e-6).any(axis=1).mean()),
-      "eval/pass@1": float((g_rewards >= 1.0 - 1e-6).mean()),
-      "eval/greedy_reward_mean": float(g_rewards.mean()),
-    }
+  def evaluate(self, with_details: bool = False):
+    """The metrics of every evaluation set at the current step (`maxnorm_jax.evaluation.Evaluator`);
+    with_details: (metrics, one row per prompt with its samples, rewards and answers)."""
+    metrics, details = self.evaluator.run(self.state.params, self.step)
+    return (metrics, details) if with_details else metrics
 
   # ------------------------------------------------------------------------------ SFT warm start
 
@@ -524,6 +510,7 @@ class Trainer:
       skip_bad_rows=c.data.skip_bad_rows,
       max_prompt_len=c.data.max_prompt_len,
       builtin_n=c.data.builtin_n or None,
+      **self._holdout(),
     )
     opt = sft_lib.sft_optimizer(float(c.sft.lr), int(c.sft.warmup_steps), int(c.sft.steps))
     params = self.state.params
@@ -602,6 +589,8 @@ def train(config: Any, workdir: str) -> list[dict]:
     if trainer.is_main:
       with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(c.to_dict() if hasattr(c, "to_dict") else dict(c), f, indent=2, default=str)
+      with open(os.path.join(workdir, "eval_prompts.jsonl"), "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in eval_prompt_rows(trainer.eval_sets))
     resumed = trainer.restore_or_start()
     writer = MetricWriter(
       workdir,

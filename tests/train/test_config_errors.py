@@ -1,6 +1,7 @@
 """Bad configs fail at start-up, before anything is compiled, with a message naming the key."""
 
 import os
+import re
 
 import pytest
 from trainer_helpers import config_module, run_main, runlocal_config
@@ -40,13 +41,19 @@ def test_get_config_arguments(arg, message):
     ("reward", "timeout_s", float("inf"), "config.reward.timeout_s: must be a finite number of seconds"),
     ("reward", "timeout_s", float("nan"), "config.reward.timeout_s: must be a finite number of seconds"),
     ("reward", "timeout_s", 2.0**31 / 1000, "config.reward.timeout_s: must be a finite number of seconds"),
+    ("data", "eval_fraction", 1.0, "config.data.eval_fraction: must be a number in [0, 1)"),
+    ("eval", "sets", "heldout=x.jsonl", "config.eval.sets: set name 'heldout' is taken"),
+    ("eval", "sets", "gsm8k", "config.eval.sets: 'gsm8k' must be name=source"),
+    ("eval", "pass_k", (1, 0), "config.eval.pass_k: must be a non-empty tuple of integers >= 1"),
+    ("eval", "bootstrap_resamples", 1, "config.eval.bootstrap_resamples: must be an integer >= 2"),
+    ("eval", "temperature", 0.0, "config.eval.temperature: must be > 0"),
   ],
 )
 def test_validate_names_the_key(section, key, value, message):
   c = runlocal_config()
   c.unlock()
   c[section][key] = value
-  with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+  with pytest.raises(ConfigError, match=re.escape(message)):
     validate(c)
 
 
