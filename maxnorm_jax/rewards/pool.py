@@ -174,6 +174,10 @@ class VerifierPool:
       if interrupted is not None and interrupted():
         raise InterruptedError("interrupted while waiting for the verifier pool")
 
+  def worker_tmpdirs(self) -> tuple[str, ...]:
+    """The private temporary folder of each current worker (a replaced worker gets a new one)."""
+    return tuple(slot.worker.tmpdir for slot in self._slots)
+
   def _deadline(self, record: Any) -> float:
     return check_deadline(self._timeout(record) if callable(self._timeout) else self._timeout)
 

@@ -73,7 +73,7 @@ def _train_line(step, reward):
   return line
 
 
-def _card(step, seed):
+def synthetic_card(step, seed):
   """A card [P, G] of one step; group 0 all-equal (invalid), the last group half masked."""
   rng = np.random.default_rng(seed)
   rewards = rng.integers(0, 2, size=(P, G)).astype(np.float32)
@@ -118,7 +118,7 @@ def write_synthetic_run(workdir, method=METHOD):
     for line in lines:
       f.write(json.dumps(line) + "\n")
   for step in CARD_STEPS:
-    np.savez(os.path.join(workdir, "cards", f"step_{step:06d}.npz"), **_card(step, seed=step))
+    np.savez(os.path.join(workdir, "cards", f"step_{step:06d}.npz"), **synthetic_card(step, seed=step))
   config = {
     "method": method,
     "advantage": {"estimator": ESTIMATOR, "params": {"tau_res": DELTA_RES}},

@@ -32,7 +32,7 @@ def code_cells(nb):
   return [c.source for c in nb.cells if c.cell_type == "code"]
 
 
-def _kernel_manager():
+def kernel_manager():
   """A KernelManager whose python3 kernel is this interpreter, whatever kernelspecs exist."""
   from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
   from jupyter_client.manager import KernelManager
@@ -73,7 +73,7 @@ def execute_notebook(path, workdir, timeout=120):
     nb,
     timeout=timeout,
     kernel_name="python3",
-    km=_kernel_manager(),
+    km=kernel_manager(),
     resources={"metadata": {"path": cwd}},
   )
   client.execute(cwd=cwd, env=env)

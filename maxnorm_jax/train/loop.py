@@ -387,6 +387,8 @@ class Trainer:
         jnp.asarray(rewards_pg),
         jnp.asarray(sample_mask),
         jnp.float32(max(c.loss.beta, 1e-12)),
+        clip_low=self.hparams["clip_low"],
+        clip_high=self.hparams["clip_high"],
       )
     if c.log.cards_every and (self.step + 1) % c.log.cards_every == 0 and self.is_main:
       save_card(

@@ -245,14 +245,6 @@ def update_fn(spec: UpdateSpec, shardings: TrainState):
   return _UPDATE_FNS[key]
 
 
-def check_batch_split(batch_rows: int, minibatches: int, grad_accum: int) -> None:
-  if batch_rows % (minibatches * grad_accum):
-    raise ValueError(
-      f"P*G = {batch_rows} sequences do not split into train.minibatches={minibatches} x "
-      f"train.grad_accum={grad_accum} equal parts"
-    )
-
-
 # ------------------------------------------------------------------------------- metrics
 
 
@@ -299,7 +291,7 @@ def rollout_metrics(
   return out
 
 
-def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: bool):
+def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: bool, clip_low, clip_high):
   logp, _, _ = completion_pass(
     spec.model, spec.temperature, params, batch.prompt_ids, batch.prompt_mask, batch.tokens, batch.mask
   )
@@ -317,8 +309,8 @@ def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: b
       mask,
       mode=spec.aggregation,
       surrogate=spec.surrogate,
-      clip_low=0.2,
-      clip_high=0.2,
+      clip_low=clip_low,
+      clip_high=clip_high,
       max_len=n,
     )
   return s / jnp.maximum(d, 1e-9)
@@ -326,10 +318,21 @@ def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: b
 
 @functools.partial(jax.jit, static_argnames=("spec", "group_size"))
 def gradient_diagnostics(
-  spec: UpdateSpec, group_size: int, params, batch: Rollout, card: AdvantageCard, rewards, mask, beta
+  spec: UpdateSpec,
+  group_size: int,
+  params,
+  batch: Rollout,
+  card: AdvantageCard,
+  rewards,
+  mask,
+  beta,
+  *,
+  clip_low,
+  clip_high,
 ):
   """R/KL, cos(g_R, -g_KL) and Dir (against the cardinal s_q = 1 card) on the low-variance groups
-  (updated groups with reward std < 1e-2) of this batch, at the current parameters.
+  (updated groups with reward std < 1e-2) of this batch, at the current parameters. The reward
+  branch is the run's surrogate with its clip range (`clip_low`, `clip_high`: loss.clip_low/high).
 
   Returns the metrics and the number of low-variance groups (the metrics are NaN when it is 0).
   """
@@ -341,11 +344,11 @@ def gradient_diagnostics(
   cw = losses.card_to_sequences(cardinal, mask)
   cw = cw._replace(takes_part=cw.takes_part & rows)
   out = diagnostics.gradient_diagnostics(
-    lambda p: _branch_losses(spec, p, batch, weights, False),
-    lambda p: _branch_losses(spec, p, batch, weights, True),
+    lambda p: _branch_losses(spec, p, batch, weights, False, clip_low, clip_high),
+    lambda p: _branch_losses(spec, p, batch, weights, True, clip_low, clip_high),
     params,
     beta,
-    cardinal_reward_loss_fn=lambda p: _branch_losses(spec, p, batch, cw, False),
+    cardinal_reward_loss_fn=lambda p: _branch_losses(spec, p, batch, cw, False, clip_low, clip_high),
   )
   count = jnp.sum(low)
   out = {k: jnp.where(count > 0, v, jnp.nan) for k, v in out.items()}

@@ -33,7 +33,7 @@ def test_notebook_executes(executed):
 
 def test_notebook_kernel_is_this_python():
   assert notebooks.KERNEL_CMD[0] == sys.executable
-  km = notebooks._kernel_manager()
+  km = notebooks.kernel_manager()
   assert km.kernel_spec.argv[0] == sys.executable
 
 

@@ -81,6 +81,9 @@ def test_submit_returns_at_once_and_batches_overlap(helper_pool):
 def test_hung_and_dead_workers_are_replaced(helper_pool):
   replaced = helper_pool.replaced
   timeouts, crashes = helper_pool.timeouts, helper_pool.crashes
+
+  before = helper_pool.worker_tmpdirs()
+  assert len(before) == helper_pool.num_workers == 2 and all(os.path.isdir(d) for d in before)
   items = [
     ("hang", {"reward": 1.0}),
     ("die", {"reward": 1.0}),
@@ -103,6 +106,8 @@ def test_hung_and_dead_workers_are_replaced(helper_pool):
     time.sleep(0.01)
   assert helper_pool.replaced == replaced + 3
   assert helper_pool.score([("ok", {"reward": 0.5})], timeout=30)[0].reward == 0.5
+  after = helper_pool.worker_tmpdirs()
+  assert len(after) == 2 and set(after) != set(before)  # replaced workers have their own folders
 
 
 def test_bad_user_rewards_are_rejected_and_counted():
@@ -145,7 +150,7 @@ def test_killing_a_worker_mid_sandbox_takes_the_sandbox_with_it():
   marker = b"sleep\0" + seconds.encode()
   with VerifierPool(num_workers=1, timeout_s=4.0) as pool:
     assert pool.wait_ready(120)
-    worker_tmp = pool._slots[0].worker.tmpdir
+    worker_tmp = pool.worker_tmpdirs()[0]
     handle = pool.submit([(f"```python\n{program}\n```", record)])
     deadline = time.monotonic() + 3.8
     while not _processes_with_cmdline(marker) and time.monotonic() < deadline:

@@ -93,7 +93,7 @@ def test_card_steps_and_latest_card(run):
 def test_load_card_by_step(run):
   card = run_data.load_card(run, step=3)
   assert int(card["step"]) == 3
-  np.testing.assert_array_equal(card["rewards"], fake_run._card(3, seed=3)["rewards"])
+  np.testing.assert_array_equal(card["rewards"], fake_run.synthetic_card(3, seed=3)["rewards"])
 
 
 def test_load_card_missing(run, tmp_path):

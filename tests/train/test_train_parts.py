@@ -176,3 +176,51 @@ def test_make_optimizer_clips_by_global_norm():
   updates, _ = opt.update(g, opt.init(g), g)
   # clipped to norm 1, then Adam with b1=b2=0 gives sign(g) * lr
   np.testing.assert_allclose(np.asarray(updates["w"]), [-1.0, -1.0], rtol=1e-5)
+
+
+def test_gradient_diagnostics_use_the_configured_clip_range(mesh, sampled):
+  from maxnorm_jax.core import advantages
+
+  params, ids, pm, out = sampled
+  b, g = ids.shape[0], 4
+  logp, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
+  # every ratio is e^0.5 = 1.65 and every advantage positive: clip_high 0.2 clips all tokens, 1.0 none
+  batch = step_lib.Rollout(
+    prompt_ids=ids,
+    prompt_mask=pm,
+    tokens=out.tokens,
+    mask=out.mask,
+    loss_mask=out.mask,
+    old_logp=logp - 0.5,
+    ref_logp=logp - 0.1,
+    advantages=rows_array(np.ones(b, np.float32), mesh, RULES),
+    kl_weight=rows_array(np.ones(b, np.float32), mesh, RULES),
+    takes_part=rows_array(np.ones(b, bool), mesh, RULES),
+  )
+  rewards = jnp.asarray(np.tile([0.5, 0.501, 0.5, 0.502], (b // g, 1)), jnp.float32)  # low-variance groups
+  card = advantages.compute("maxnorm_rloo", rewards, None, tau_res=1e-4)
+  spec = step_lib.UpdateSpec(
+    model=CFG,
+    mesh=mesh,
+    rules=RULES,
+    optimizer=optax.sgd(0.1),
+    temperature=1.0,
+    surrogate="ppo",
+    aggregation="token-mean",
+    kl_kind="k3",
+    kl_in_loss=True,
+    dual_clip=None,
+    ppo_epochs=1,
+    minibatches=1,
+    grad_accum=1,
+  )
+
+  def diag(clip_high):
+    mask = jnp.ones(rewards.shape, bool)
+    args = (spec, g, params, batch, card, rewards, mask, jnp.float32(0.05))
+    return step_lib.gradient_diagnostics(*args, clip_low=jnp.float32(0.2), clip_high=jnp.float32(clip_high))
+
+  clipped, open_ = diag(0.2), diag(1.0)
+  assert float(clipped["low_variance_groups"]) == b // g
+  assert float(clipped["grad_norm_reward"]) == 0.0
+  assert float(open_["grad_norm_reward"]) > 0.0
