@@ -245,16 +245,21 @@ def save(model: Decoder, path: str, dtype: Any = None, max_shard_bytes: int = 2 
   Tensors go into files of at most `max_shard_bytes` (more than one file adds
   model.safetensors.index.json). dtype: the stored dtype (default: the parameter dtype).
   """
+  save_weights(model.config, nnx.to_pure_dict(nnx.split(model)[1]), path, dtype, max_shard_bytes)
+
+
+def save_weights(
+  cfg: ModelConfig, weights: Any, path: str, dtype: Any = None, max_shard_bytes: int = 2 * 1024**3
+) -> None:
+  """`save` of a weights pytree (`Decoder.weights()`, a train state's params, or a pure state dict)."""
   from maxnorm_jax.models.safetensors_io import write_safetensors
 
-  cfg = model.config
   dtype_name = _dtype_name(dtype) if dtype is not None else cfg.param_dtype
   np_dtype = np.dtype(jnp.dtype(dtype_name))
   os.makedirs(path, exist_ok=True)
-  pure = nnx.to_pure_dict(nnx.split(model)[1])
   tensors: list[tuple[str, np.ndarray]] = []
   for m in tensor_mappings(cfg):
-    value = np.asarray(jax.device_get(_lookup(pure, m.path))).astype(np_dtype)
+    value = np.asarray(jax.device_get(_lookup(weights, m.path))).astype(np_dtype)
     tensors += list(zip(m.hf_names, m.to_hf(value)))
   shards: list[list[tuple[str, np.ndarray]]] = [[]]
   size = 0
