@@ -152,8 +152,13 @@ def rloo(r, mask, state) -> AdvantageCard:
   return _card(u, jnp.ones(r.shape[:1], r.dtype), u, mask, groups.has_contrast(r, mask))
 
 
-def _whiten(u, mask, valid, lengths, eps):
-  """Whitens u over all valid samples of valid groups; token-weighted when lengths is given."""
+def _whiten(u, mask, valid, lengths, std_ddof, eps):
+  """Whitens u over all valid samples of valid groups; token-weighted when lengths is given.
+
+  The batch variance is sum w (u - mean)^2 / (sum w - std_ddof), w = 1 per sample or its token
+  count: with std_ddof=1 the unbiased (Bessel-corrected) std over samples, or over tokens with
+  lengths, as verl's `masked_whiten`.
+  """
   sample = mask & valid[:, None]
   w = sample.astype(u.dtype)
   if lengths is not None:
@@ -164,28 +169,31 @@ def _whiten(u, mask, valid, lengths, eps):
   dev = jnp.where(sample, u - mean_b, 0.0)
   m = jnp.max(jnp.abs(dev))
   safe_m = jnp.where(m > 0, m, 1.0)
-  std_b = m * jnp.sqrt(jnp.sum(wn * (dev / safe_m) ** 2))
+  bessel = jnp.sqrt(total / jnp.maximum(total - std_ddof, 1.0))
+  std_b = m * jnp.sqrt(jnp.sum(wn * (dev / safe_m) ** 2)) * bessel
   return dev / (std_b + eps), std_b
 
 
 @register("reinforce_pp")
-def reinforce_pp(r, mask, state, *, eps: float = 1e-6, lengths=None) -> AdvantageCard:
+def reinforce_pp(r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, lengths=None) -> AdvantageCard:
   """REINFORCE++: u = r whitened over the batch, s = std_B for every prompt.
 
+  std_B has `std_ddof` (default 1: the unbiased std, like GRPO's and verl's whitening).
   `lengths` [P, G] (token counts) makes the batch mean and std token-weighted.
   Groups without internal contrast are left out, as for every estimator here.
   """
   valid = groups.has_contrast(r, mask)
-  c, std_b = _whiten(r, mask, valid, lengths, eps)
+  c, std_b = _whiten(r, mask, valid, lengths, std_ddof, eps)
   return _card(r, jnp.full(r.shape[:1], std_b, r.dtype), c, mask, valid)
 
 
 @register("reinforce_pp_baseline")
-def reinforce_pp_baseline(r, mask, state, *, eps: float = 1e-6, lengths=None) -> AdvantageCard:
-  """REINFORCE++-baseline: u = r - mean_q, whitened over all valid samples of the batch."""
+def reinforce_pp_baseline(r, mask, state, *, std_ddof: int = 1, eps: float = 1e-6, lengths=None) -> AdvantageCard:
+  """REINFORCE++-baseline: u = r - mean_q, whitened over all valid samples of the batch (std_B
+  with `std_ddof`, default 1, as reinforce_pp)."""
   valid = groups.has_contrast(r, mask)
   u = _centered(r, mask)
-  c, std_b = _whiten(u, mask, valid, lengths, eps)
+  c, std_b = _whiten(u, mask, valid, lengths, std_ddof, eps)
   return _card(u, jnp.full(r.shape[:1], std_b, r.dtype), c, mask, valid)
 
 

@@ -85,7 +85,7 @@ def loop_advantages(name, rewards, mask=None, **params) -> np.ndarray:
       out[q, mask[q]] = c
   if name in ("reinforce_pp", "reinforce_pp_baseline") and valids:
     all_u = np.concatenate([us[q] for q in valids])
-    mu, sd = all_u.mean(), all_u.std()
+    mu, sd = all_u.mean(), all_u.std(ddof=params.get("std_ddof", 1))
     for q in valids:
       out[q, mask[q]] = (us[q] - mu) / (sd + params.get("eps", 1e-6))
   return out

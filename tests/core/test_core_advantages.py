@@ -109,7 +109,9 @@ def test_reinforce_pp_whitening_and_token_weights():
   card = advantages.compute("reinforce_pp_baseline", r)
   adv = np.asarray(card.advantages)
   np.testing.assert_allclose(adv.mean(), 0.0, atol=1e-6)
-  np.testing.assert_allclose(adv.std(), 1.0, atol=1e-4)
+  np.testing.assert_allclose(adv.std(ddof=1), 1.0, atol=1e-4)  # std_ddof=1 by default
+  population = np.asarray(advantages.compute("reinforce_pp_baseline", r, std_ddof=0).advantages)
+  np.testing.assert_allclose(population.std(), 1.0, atol=1e-4)
   lengths = np.ones((P, G), np.float32)
   same = advantages.compute("reinforce_pp_baseline", r, lengths=lengths).advantages
   np.testing.assert_allclose(same, adv, rtol=1e-5)
@@ -278,3 +280,19 @@ def test_accepts_numpy_and_jax_and_runs_under_vmap():
   assert batched.shape == (3, P, G)
   np.testing.assert_allclose(batched[0], a, rtol=1e-6)
   assert isinstance(advantages.compute("grpo", r[0]), AdvantageCard)
+
+
+@pytest.mark.parametrize("name", ["reinforce_pp", "reinforce_pp_baseline"])
+def test_reinforce_pp_whitening_uses_the_unbiased_std_by_default(name):
+  # 64 prompts x 8 = 512 samples: ddof 1 and 0 differ by sqrt(512/511) - 1 = 0.098%, which rtol 2e-5 resolves.
+  rng = np.random.default_rng(7)
+  r = rng.uniform(size=(64, 8)).astype(np.float32)
+  card = advantages.compute(name, r, eps=0.0)
+  u = r if name == "reinforce_pp" else r - r.mean(-1, keepdims=True)
+  np.testing.assert_allclose(card.scale, np.full(64, u.std(ddof=1)), rtol=2e-5)
+  np.testing.assert_allclose(card.advantages, ref.loop_advantages(name, r, eps=0.0), rtol=2e-5, atol=1e-6)
+  biased = advantages.compute(name, r, eps=0.0, std_ddof=0)
+  np.testing.assert_allclose(biased.scale, np.full(64, u.std(ddof=0)), rtol=2e-5)
+  np.testing.assert_allclose(biased.advantages, ref.loop_advantages(name, r, eps=0.0, std_ddof=0), rtol=2e-5, atol=1e-6)
+  ratio = float(card.scale[0] / biased.scale[0])
+  assert ratio == pytest.approx(np.sqrt(512 / 511), rel=1e-5) and ratio > 1.0009
