@@ -33,7 +33,7 @@ from maxnorm_jax.config_args import parse_arg
 from maxnorm_jax.method_rows import DELTA_RES, METHODS, apply_row
 from maxnorm_jax.parallel.rules import DEFAULT_RULES
 
-# Method rows (docs/DESIGN.md, the method table) live in maxnorm_jax/method_rows.py, shared with the
+# Method rows (docs/DESIGN.md §3.7) live in maxnorm_jax/method_rows.py, shared with the
 # bandit lab; a row sets the estimator and its parameters, the Protocol, and any other section's keys.
 __all__ = ["DATASETS", "DELTA_RES", "METHODS", "MODELS", "get_config"]
 

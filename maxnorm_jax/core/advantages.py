@@ -1,9 +1,9 @@
-"""Group-relative advantage estimators (DESIGN 3.2), all returning an `AdvantageCard`.
+"""Group-relative advantage estimators (docs/DESIGN.md §3.2), all returning an `AdvantageCard`.
 
 Every estimator is vectorised over rewards [P, G] with a validity mask [P, G] (ragged groups),
 jit-able, and gives zero advantages and `valid=False` for empty, singleton and all-equal groups
 (AVSPO repairs all-equal groups, which is its purpose). Estimator parameters are keywords with
-the defaults of DESIGN 3.2; every std takes `std_ddof` (default 1) and `eps` (default 1e-6).
+the defaults of docs/DESIGN.md §3.2; every std takes `std_ddof` (default 1) and `eps` (default 1e-6).
 
 Usage:
   card = advantages.compute("maxnorm_rloo", rewards, mask=None, tau_res=1e-2)

@@ -1,4 +1,4 @@
-"""The advantage card: the three-way calibration interface of seed 000 (DESIGN 3.1)."""
+"""The advantage card: the three-way calibration interface of seed 000 (docs/DESIGN.md §3.1)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Diagnostics of DESIGN 3.5: batch statistics of rewards and cards, KL and clipping, and the
+"""Diagnostics of docs/DESIGN.md §3.5: batch statistics of rewards and cards, KL and clipping, and the
 gradient diagnostics of seed 000's Table 3 (R/KL, Dir, cos(g_R, -g_KL)).
 
 All functions are pure and jit-able; they return scalars or dicts of scalars.
@@ -117,7 +117,7 @@ def gradient_diagnostics(
   beta: float,
   cardinal_reward_loss_fn: Callable | None = None,
 ) -> dict[str, jax.Array]:
-  """Gradient diagnostics of one batch, for any loss and parameters (DESIGN 3.5).
+  """Gradient diagnostics of one batch, for any loss and parameters (docs/DESIGN.md §3.5).
 
   Args:
     reward_loss_fn: params -> scalar reward-branch loss of this method.

@@ -1,4 +1,4 @@
-"""Per-token policy losses, KL estimators and exact aggregation (DESIGN 3.4).
+"""Per-token policy losses, KL estimators and exact aggregation (docs/DESIGN.md §3.4).
 
 Shapes: B sequences (a minibatch of the P*G completions, group-major), T tokens. Every loss here
 is a quantity to minimise. Aggregation returns a (sum, denominator) pair: summing both over

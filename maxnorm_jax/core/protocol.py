@@ -1,4 +1,4 @@
-"""The Reward-Resolution Protocol (DESIGN 3.3).
+"""The Reward-Resolution Protocol (docs/DESIGN.md §3.3).
 
 `delta_res` is the smallest credible reward gap (1e-2 for rewards in [0, 1]).
 - gate: a group whose valid rewards span less than delta_res carries no credible preference and

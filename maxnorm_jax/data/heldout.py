@@ -1,4 +1,4 @@
-"""The deterministic held-out split of a file dataset (DESIGN 3.8): by a hash of the prompt text.
+"""The deterministic held-out split of a file dataset (docs/DESIGN.md §3.8): by a hash of the prompt text.
 
 A prompt is held out when its hash, read as a number u in [0, 1), is below `fraction`; of those,
 at most `cap` with the smallest u are kept (the rest stay in training). Whether a prompt is held

@@ -1,4 +1,4 @@
-"""Evaluation that can be trusted (DESIGN 3.8): unbiased pass@k, maj@k, mean@n, greedy accuracy,
+"""Evaluation that can be trusted (docs/DESIGN.md §3.8): unbiased pass@k, maj@k, mean@n, greedy accuracy,
 bootstrap stds over prompts, held-out splits, and the trainer's evaluation sets.
 
     from maxnorm_jax.evaluation import pass_at_k

@@ -1,4 +1,4 @@
-"""Per-prompt estimators of the metrics researchers report (DESIGN 3.8), pure numpy on the host.
+"""Per-prompt estimators of the metrics researchers report (docs/DESIGN.md §3.8), pure numpy on the host.
 
 Every estimator maps per-prompt arrays to one value per prompt ([P]); the reported metric is their
 mean over prompts, with `bootstrap_std` as its uncertainty.

@@ -1,4 +1,4 @@
-"""NumPy references of the advantage estimators of DESIGN 3.2, written independently of the JAX
+"""NumPy references of the advantage estimators of docs/DESIGN.md §3.2, written independently of the JAX
 code: `loop_advantages` goes group by group in Python (the obvious, slow form); the
 `vectorised_advantages` form uses masked NumPy array operations over [P, G].
 

@@ -1,6 +1,6 @@
 """The RL train loop: `train(config, workdir)`.
 
-One step (DESIGN 1): P prompts x G samples -> the verifier pool scores them on the host while the
+One step (docs/DESIGN.md §1): P prompts x G samples -> the verifier pool scores them on the host while the
 device computes the old and reference log-probs -> Protocol -> advantage card -> PPO epochs x
 minibatches with exact gradient accumulation -> optax update -> metrics, cards, checkpoints.
 """
@@ -220,7 +220,7 @@ class Trainer:
     return source
 
   def _holdout(self) -> dict:
-    """The held-out split of a file dataset without data.eval_source (DESIGN 3.8): training never
+    """The held-out split of a file dataset without data.eval_source (docs/DESIGN.md §3.8): training never
     sees it, also after a resume (the split is a function of the prompt texts alone)."""
     c = self.c
     if c.data.eval_source or self.source.startswith("builtin:"):

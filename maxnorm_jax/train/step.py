@@ -264,7 +264,7 @@ def rollout_metrics(
   kl_kind: str,
   has_reference: bool,
 ) -> dict:
-  """The per-step diagnostics of DESIGN 3.5 from one batch (all scalars).
+  """The per-step diagnostics of docs/DESIGN.md §3.5 from one batch (all scalars).
 
   rewards, mask [P, G]; tokens_mask, old_logp, ref_logp, entropy [B, N]; lengths, truncated [B].
   """
