@@ -1,5 +1,6 @@
 # `make train` runs the main job on its built-in default; `make test` runs the whole test suite.
-# Each creates (once) its own virtual environment in .venv from pyproject.toml.
+# Both use the virtual environment .venv, created once: `make train` installs only what training
+# needs (`pip install -e .`), `make test` (and lint / format) adds the test extras (`.[test]`).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,23 +8,30 @@ WORKDIR ?= runs/default
 
 .PHONY: train test lint format clean
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(VENV)/.created:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	touch $@
+
+$(VENV)/.installed-train: pyproject.toml setup.py $(VENV)/.created
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml setup.py $(VENV)/.installed-train
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-train: $(VENV)/.installed
+train: $(VENV)/.installed-train
 	$(PY) -m maxnorm_jax.main --workdir=$(WORKDIR)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 tests
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
-format: $(VENV)/.installed
+format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 

@@ -12,7 +12,21 @@ from absl import app, flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "default.py")
+
+def default_config_path() -> str:
+  """configs/default.py: the copy an installed package ships (maxnorm_jax/configs/, see setup.py),
+  else the source tree's (an editable install or a checkout on PYTHONPATH)."""
+  package = os.path.dirname(os.path.abspath(__file__))
+  for path in (
+    os.path.join(package, "configs", "default.py"),
+    os.path.join(os.path.dirname(package), "configs", "default.py"),
+  ):
+    if os.path.isfile(path):
+      return path
+  raise FileNotFoundError(f"no configs/default.py in {package} or next to it; pass --config=PATH")
+
+
+DEFAULT_CONFIG = default_config_path()
 
 FLAGS = flags.FLAGS
 if "workdir" not in FLAGS:  # maxnorm_jax.lab's CLI defines it too
