@@ -31,7 +31,7 @@ from maxnorm_jax.train import sft as sft_lib
 from maxnorm_jax.train import step as step_lib
 from maxnorm_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from maxnorm_jax.train.config_check import validate
-from maxnorm_jax.train.metrics import MetricWriter, save_card
+from maxnorm_jax.train.metrics import MetricWriter, eval_line, progress_bar, run_banner, save_card, sft_line
 from maxnorm_jax.train.optimizer import make_optimizer
 from maxnorm_jax.train.state import create_train_state, init_opt_state, state_shardings, weight_shardings
 
@@ -491,7 +491,13 @@ class Trainer:
   def evaluate(self, with_details: bool = False):
     """The metrics of every evaluation set at the current step (`maxnorm_jax.evaluation.Evaluator`);
     with_details: (metrics, one row per prompt with its samples, rewards and answers)."""
-    metrics, details = self.evaluator.run(self.state.params, self.step)
+    metrics, details = {}, []
+    sets = self.evaluator.sets
+    bar = progress_bar(sets, len(sets), f"eval step {self.step}", self.c.log.progress and self.is_main)
+    for i, s in enumerate(bar):
+      m, d = self.evaluator.run_set(self.state.params, s, self.step, i)
+      metrics.update(m)
+      details += d
     return (metrics, details) if with_details else metrics
 
   # ------------------------------------------------------------------------------ SFT warm start
@@ -518,7 +524,8 @@ class Trainer:
     params = self.state.params
     opt_state = init_opt_state(opt, params, self.mesh)
     losses_ = []
-    for _ in range(c.sft.steps):
+    bar = progress_bar(range(c.sft.steps), c.sft.steps, "SFT", c.log.progress and self.is_main)
+    for i in bar:
       b = next(it)
       ids, mask = sft_lib.answer_tokens(self.tokenizer, b["records"], self.N, self.eos_id, self.pad_id)
       params, opt_state, loss = sft_lib.sft_step(
@@ -532,6 +539,8 @@ class Trainer:
         self._rows(mask),
       )
       losses_.append(loss)
+      if hasattr(bar, "set_postfix") and (i + 1) % 10 == 0:
+        bar.set_postfix({"loss": float(loss)}, refresh=False)  # a replicated scalar, every 10th step
     params = jax.tree.map(lambda x, s: jax.device_put(x, s), params, self.param_shardings)
     self.state = create_train_state(params, self.optimizer, c.seed, self.state.estimator_state, self.mesh)
     return [float(x) for x in jax.device_get(losses_)]
@@ -579,6 +588,11 @@ def _sequence_kl(old_logp, ref_logp, mask):
   return jnp.sum(jnp.where(mask, old_logp - ref_logp, 0.0), axis=-1)
 
 
+def _print_eval(trainer: Trainer, step: int, metrics: dict) -> None:
+  if trainer.is_main:
+    print(eval_line(step, metrics), flush=True)
+
+
 def train(config: Any, workdir: str) -> list[dict]:
   """Trains from `config` into `workdir` (resuming from its latest checkpoint); returns the metric rows
   this call logged (process 0; other processes return their own copies)."""
@@ -593,6 +607,8 @@ def train(config: Any, workdir: str) -> list[dict]:
         json.dump(c.to_dict() if hasattr(c, "to_dict") else dict(c), f, indent=2, default=str)
       with open(os.path.join(workdir, "eval_prompts.jsonl"), "w") as f:
         f.writelines(json.dumps(row) + "\n" for row in eval_prompt_rows(trainer.eval_sets))
+    if trainer.is_main:
+      print(run_banner(workdir, c.log.tensorboard), flush=True)
     resumed = trainer.restore_or_start()
     writer = MetricWriter(
       workdir,
@@ -605,10 +621,11 @@ def train(config: Any, workdir: str) -> list[dict]:
     if not resumed:
       sft_losses = trainer.sft_warm_start()
       trainer.load_reference()
-      if sft_losses:
-        log.warning("SFT warm start: %d steps, loss %.3f -> %.3f", len(sft_losses), sft_losses[0], sft_losses[-1])
+      if sft_losses and trainer.is_main:
+        print(sft_line(sft_losses), flush=True)
       if c.eval.every:
         first = {**trainer.evaluate()}
+        _print_eval(trainer, 0, first)
         if sft_losses:
           first["sft/loss_first"], first["sft/loss_last"] = sft_losses[0], sft_losses[-1]
         rows.append(writer.write(0, first))
@@ -627,6 +644,7 @@ def train(config: Any, workdir: str) -> list[dict]:
       metrics["verify/crashes"] = float(trainer.pool.crashes - counts[1])
       if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
         metrics.update(trainer.evaluate())
+        _print_eval(trainer, trainer.step, metrics)
       rows.append(writer.write(trainer.step, metrics))
       if c.checkpoint.every and trainer.step % c.checkpoint.every == 0:
         trainer.save()

@@ -1,5 +1,6 @@
 """Metric writers: `workdir/metrics.jsonl` (one object per step), TensorBoard event files and a
-progress bar with reward, KL and ACR. Only process 0 writes."""
+progress bar with reward, KL and ACR; the lines a run prints (where it writes, each evaluation, the
+SFT summary) and the progress bars of SFT and evaluation. Only process 0 writes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -91,6 +92,42 @@ class MetricWriter:
       self._tb.close()
     if self._bar is not None:
       self._bar.close()
+
+
+def progress_bar(iterable, total: int, desc: str, enabled: bool):
+  """`iterable` wrapped in a tqdm bar on stderr when `enabled`, else unchanged."""
+  if not enabled:
+    return iterable
+  from tqdm import tqdm
+
+  return tqdm(iterable, total=total, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def run_banner(workdir: str, tensorboard: bool) -> str:
+  """Where a run writes, printed when it starts."""
+  lines = [
+    f"run directory: {workdir}",
+    f"  metrics:     {os.path.join(workdir, METRICS_FILE)}",
+    f"  checkpoints: {os.path.join(workdir, 'checkpoints')}",
+    f"  cards:       {os.path.join(workdir, 'cards')}",
+  ]
+  if tensorboard:
+    lines.append(f"  TensorBoard: tensorboard --logdir {os.path.join(workdir, 'tensorboard')}")
+  return "\n".join(lines)
+
+
+EVAL_SUMMARY_KEYS = ("eval/reward_mean", "eval/pass@k", "eval/pass@1", "eval/greedy_reward_mean")
+
+
+def eval_line(step: int, metrics: Mapping[str, Any]) -> str:
+  """One line of an evaluation's headline numbers (the default set), printed as it happens."""
+  parts = [f"{k.split('/', 1)[1]} {metrics[k]:.3f}" for k in EVAL_SUMMARY_KEYS if metrics.get(k) is not None]
+  return f"eval step {step}: " + ", ".join(parts)
+
+
+def sft_line(losses: Sequence[float]) -> str:
+  """The SFT warm start's summary line."""
+  return f"SFT warm start: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
 
 
 def save_card(workdir: str, step: int, arrays: Mapping[str, np.ndarray]) -> str:

@@ -57,6 +57,12 @@ def test_sigkill_then_resume_logs_the_same_metrics(tmp_path):
   whole = str(tmp_path / "whole")
   ref = run_main(whole, *ARGS)
   assert ref.returncode == 0, ref.stderr[-3000:]
+  # the run says where it writes, then prints the SFT summary and each evaluation as it happens
+  assert f"run directory: {whole}\n  metrics:     {whole}/metrics.jsonl" in ref.stdout
+  assert "SFT warm start: 30 steps, loss " in ref.stdout and "SFT warm start" not in ref.stderr
+  assert [ln.split(":")[0] for ln in ref.stdout.splitlines() if ln.startswith("eval step")] == [
+    f"eval step {s}" for s in (0, 10, 20, 30)
+  ]
   expected = {r["step"]: comparable(r) for r in read_rows(whole)}
 
   killed = str(tmp_path / "killed")

@@ -224,3 +224,18 @@ def test_gradient_diagnostics_use_the_configured_clip_range(mesh, sampled):
   assert float(clipped["low_variance_groups"]) == b // g
   assert float(clipped["grad_norm_reward"]) == 0.0
   assert float(open_["grad_norm_reward"]) > 0.0
+
+
+def test_run_banner_eval_line_sft_line_and_progress_bar(capsys):
+  from maxnorm_jax.train import metrics
+
+  banner = metrics.run_banner("/runs/x", tensorboard=True)
+  assert "metrics:     /runs/x/metrics.jsonl" in banner and "checkpoints: /runs/x/checkpoints" in banner
+  assert "tensorboard --logdir /runs/x/tensorboard" in banner
+  assert "TensorBoard" not in metrics.run_banner("/runs/x", tensorboard=False)
+  line = metrics.eval_line(75, {"eval/reward_mean": 0.5126, "eval/pass@1": 0.25, "eval/other/mean@4": 0.1})
+  assert line == "eval step 75: reward_mean 0.513, pass@1 0.250"
+  assert metrics.sft_line([2.0, 1.5, 0.25]) == "SFT warm start: 3 steps, loss 2.000 -> 0.250"
+  assert metrics.progress_bar([1, 2], 2, "SFT", enabled=False) == [1, 2]
+  assert list(metrics.progress_bar([1, 2], 2, "SFT", enabled=True)) == [1, 2]
+  assert "SFT" in capsys.readouterr().err  # tqdm draws on stderr
