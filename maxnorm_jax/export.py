@@ -42,6 +42,16 @@ TOKENIZER_FILES = (
 )
 
 
+def copy_tokenizer_files(src: str, out: str) -> list[str]:
+  """Copies the `TOKENIZER_FILES` that the tokenizer directory `src` has into `out` -> their names."""
+  copied = []
+  for name in TOKENIZER_FILES:
+    if os.path.exists(os.path.join(src, name)):
+      shutil.copyfile(os.path.join(src, name), os.path.join(out, name))
+      copied.append(name)
+  return copied
+
+
 def _tokenizer_files(trainer, out: str) -> list[str]:
   from maxnorm_jax.data import CharTokenizer
   from maxnorm_jax.models.char_export import save_char_tokenizer
@@ -49,13 +59,7 @@ def _tokenizer_files(trainer, out: str) -> list[str]:
 
   if isinstance(trainer.tokenizer, CharTokenizer):
     return save_char_tokenizer(trainer.tokenizer, out)
-  src = resolve_path(trainer.c.data.tokenizer, "data.tokenizer")
-  copied = []
-  for name in TOKENIZER_FILES:
-    if os.path.exists(os.path.join(src, name)):
-      shutil.copyfile(os.path.join(src, name), os.path.join(out, name))
-      copied.append(name)
-  return copied
+  return copy_tokenizer_files(resolve_path(trainer.c.data.tokenizer, "data.tokenizer"), out)
 
 
 def _add_token_ids(out: str, tokenizer) -> None:

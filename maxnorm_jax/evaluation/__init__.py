@@ -7,6 +7,7 @@ bootstrap stds over prompts, held-out splits, and the trainer's evaluation sets.
 
 from maxnorm_jax.evaluation._estimators import (
   bootstrap_std,
+  bootstrap_stds,
   greedy_accuracy,
   maj_at_k,
   majority_answer,
@@ -26,6 +27,7 @@ __all__ = [
   "eval_prompt_rows",
   "parse_sets",
   "bootstrap_std",
+  "bootstrap_stds",
   "greedy_accuracy",
   "is_correct",
   "maj_at_k",

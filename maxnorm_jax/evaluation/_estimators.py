@@ -30,15 +30,12 @@ def pass_at_k(n, c, k) -> np.ndarray:
   if np.any(c < 0) or np.any(c > n):
     raise ValueError(f"pass_at_k: c (correct samples) must lie in [0, n], got c={c}, n={n}")
   n, c, k = (a.astype(np.int64) for a in (n, c, k))
-  out = np.empty(n.shape, np.float64)
-  for idx in np.ndindex(n.shape):
-    ni, ci, ki = int(n[idx]), int(c[idx]), int(k[idx])
-    if ni - ci < ki:  # every draw of k holds a correct sample
-      out[idx] = 1.0
-    else:
-      i = np.arange(ni - ci + 1, ni + 1, dtype=np.float64)
-      out[idx] = 1.0 - float(np.prod(1.0 - ki / i))
-  return out
+  certain = n - c < k  # every draw of k holds a correct sample
+  # Term j of the product is 1 - k / (n - c + 1 + j) for j < c; padded with 1 past c.
+  j = np.arange(int(c.max()) if c.size else 0)
+  i = (n - c + 1)[..., None] + j
+  terms = np.where(j < c[..., None], 1.0 - k[..., None] / np.maximum(i, 1), 1.0)
+  return np.where(certain, 1.0, 1.0 - np.prod(terms, axis=-1))
 
 
 def mean_at_n(rewards: np.ndarray) -> np.ndarray:
@@ -99,17 +96,28 @@ def maj_at_k(answers: Sequence[Sequence[Hashable | None]], correct: np.ndarray, 
   return out
 
 
+def bootstrap_stds(values: np.ndarray, num_resamples: int = 1000, seed: int = 0) -> np.ndarray:
+  """Bootstrap std over prompts of the mean of each row of per-prompt `values` [M, P] -> [M]: the
+  std of the means over `num_resamples` resamples of P prompts drawn with replacement (a numpy
+  generator seeded by `seed`; every row sees the same resamples). 0.0 for a single prompt; NaN for none."""
+  values = np.asarray(values, np.float64)
+  if values.ndim != 2:
+    raise ValueError(f"bootstrap_stds: values must be [M, P], got shape {values.shape}")
+  if num_resamples < 2:
+    raise ValueError(f"bootstrap_std: num_resamples must be >= 2, got {num_resamples}")
+  m, p = values.shape
+  if p == 0:
+    return np.full(m, np.nan)
+  rng = np.random.default_rng(seed)
+  idx = rng.integers(0, p, size=(num_resamples, p))
+  counts = np.bincount((idx + p * np.arange(num_resamples)[:, None]).ravel(), minlength=num_resamples * p)
+  means = counts.reshape(num_resamples, p) @ values.T / p  # [R, M]
+  return means.std(axis=0)
+
+
 def bootstrap_std(values: np.ndarray, num_resamples: int = 1000, seed: int = 0) -> float:
-  """Bootstrap std over prompts of the mean of per-prompt `values` [P]: the std of the means of
-  `num_resamples` resamples of P prompts drawn with replacement (numpy generator seeded by `seed`).
-  0.0 for a single prompt; NaN for none."""
+  """`bootstrap_stds` of one metric's per-prompt values [P]."""
   values = np.asarray(values, np.float64)
   if values.ndim != 1:
     raise ValueError(f"bootstrap_std: values must be [P], got shape {values.shape}")
-  if num_resamples < 2:
-    raise ValueError(f"bootstrap_std: num_resamples must be >= 2, got {num_resamples}")
-  if values.size == 0:
-    return float("nan")
-  rng = np.random.default_rng(seed)
-  idx = rng.integers(0, values.size, size=(num_resamples, values.size))
-  return float(values[idx].mean(axis=1).std())
+  return float(bootstrap_stds(values[None], num_resamples, seed)[0])

@@ -7,7 +7,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from maxnorm_jax.evaluation._estimators import bootstrap_std, greedy_accuracy, maj_at_k, mean_at_n, pass_at_k
+from maxnorm_jax.evaluation._estimators import bootstrap_stds, greedy_accuracy, maj_at_k, mean_at_n, pass_at_k
 
 
 def is_correct(rewards: np.ndarray, resolution: np.ndarray) -> np.ndarray:
@@ -15,12 +15,6 @@ def is_correct(rewards: np.ndarray, resolution: np.ndarray) -> np.ndarray:
   verifiers: reward >= 0.5, so arith_noisy's jittered 1 - 1e-4 counts; a 1/k grid: only k/k)."""
   rewards = np.asarray(rewards, np.float64)
   return rewards >= 1.0 - 0.5 * np.asarray(resolution, np.float64)
-
-
-def _with_companions(out: dict, name: str, per_prompt: np.ndarray, num_resamples: int, seed: int) -> None:
-  out[name] = float(per_prompt.mean())
-  out[name + "_n"] = float(per_prompt.size)
-  out[name + "_std"] = bootstrap_std(per_prompt, num_resamples, seed)
 
 
 def set_metrics(
@@ -48,14 +42,19 @@ def set_metrics(
   if rewards.shape[0] == 0:
     raise ValueError(f"set_metrics({prefix!r}): no prompts to evaluate")
   n = rewards.shape[1]
-  out: dict[str, float] = {}
-  _with_companions(out, f"{prefix}/mean@{n}", mean_at_n(rewards), num_resamples, seed)
+  per_prompt = {f"{prefix}/mean@{n}": mean_at_n(rewards)}
   ks = sorted({int(k) for k in pass_k if int(k) <= n})
   c = correct.sum(axis=1)
   for k in ks:
-    _with_companions(out, f"{prefix}/pass@{k}", pass_at_k(n, c, k), num_resamples, seed)
+    per_prompt[f"{prefix}/pass@{k}"] = pass_at_k(n, c, k)
   if answers is not None:
     for k in ks:
-      _with_companions(out, f"{prefix}/maj@{k}", maj_at_k(answers, correct, k), num_resamples, seed)
-  _with_companions(out, f"{prefix}/greedy_acc", greedy_accuracy(greedy_correct), num_resamples, seed)
+      per_prompt[f"{prefix}/maj@{k}"] = maj_at_k(answers, correct, k)
+  per_prompt[f"{prefix}/greedy_acc"] = greedy_accuracy(greedy_correct)
+  stds = bootstrap_stds(np.stack(list(per_prompt.values())), num_resamples, seed)
+  out: dict[str, float] = {}
+  for (name, values), std in zip(per_prompt.items(), stds):
+    out[name] = float(values.mean())
+    out[name + "_n"] = float(values.size)
+    out[name + "_std"] = float(std)
   return out
