@@ -225,6 +225,7 @@ def get_config(arg=None):
   c.checkpoint.every = 75  # save every this many RL steps (0 = never); a restarted run resumes from the latest
   c.checkpoint.max_to_keep = 2  # checkpoints kept on disk
   c.checkpoint.on_preemption = True  # on SIGTERM, save at the next step boundary and stop
+  c.checkpoint.allow_changed = ""  # comma-separated keys a resume may change (e.g. "train.steps"); others are refused
 
   c.log = mlc.ConfigDict()
   c.log.diagnostics_every = 25  # gradient diagnostics (r_over_kl, dir_cardinal, ...) every this many steps (0 = off)

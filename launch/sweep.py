@@ -11,7 +11,10 @@ Cell (method m, seed s) runs in <root>/<m>/seed<s>:
       --config.seed=s <extra-args>
 
 By default the cells run here one after another, stopping at the first failure (--keep-going runs
-them all and reports the failures). --print prints the commands instead; --pod tpu prints
+them all and reports the failures). Each cell ends finished (exit 0; main leaves FINISHED.json in
+its workdir), unfinished (exit 75: SIGTERM stopped it after saving; the sweep stops there and
+exits 75) or failed (any other code). Running the same sweep again skips the finished cells and
+resumes the unfinished ones from their checkpoints. --print prints the commands instead; --pod tpu prints
 launch/tpu_pod.sh commands (one slice per cell, named after it; --pod-args adds --zone,
 --accelerator-type, ...), --pod cpu prints launch/cpu_pod.py commands (--pod-args replaces the
 default "--processes 2 --devices-per-process 4").
@@ -29,6 +32,10 @@ import sys
 from typing import Callable, NamedTuple, Sequence
 
 MAIN_MODULE = "maxnorm_jax.main"
+#: main's exit status after a SIGTERM stop (maxnorm_jax.train.loop.PREEMPTED_EXIT_CODE).
+PREEMPTED_EXIT_CODE = 75
+#: What main writes into a workdir that reached train.steps (maxnorm_jax.train.loop.FINISHED_FILE).
+FINISHED_FILE = "FINISHED.json"
 CPU_POD_DEFAULT_ARGS = "--processes 2 --devices-per-process 4"
 
 
@@ -122,18 +129,40 @@ def command(cell: Cell, pod: str | None = None, pod_args: str | None = None, pyt
   raise ValueError(f"unknown pod {pod!r}; choose tpu or cpu")
 
 
+def cell_state(cell: Cell) -> str:
+  """ "finished" (FINISHED.json in its workdir), "started" (a checkpoint or metrics exist) or "new"."""
+  if os.path.isfile(os.path.join(cell.workdir, FINISHED_FILE)):
+    return "finished"
+  if any(os.path.exists(os.path.join(cell.workdir, n)) for n in ("checkpoints", "metrics.jsonl")):
+    return "started"
+  return "new"
+
+
 def run_local(
   cells: Sequence[Cell],
   keep_going: bool = False,
   call: Callable[[list[str]], int] = subprocess.call,
   log: Callable[[str], None] = print,
 ) -> int:
-  """Runs the cells one after another; returns 0, or the exit code of the (first) failure."""
+  """Runs the cells one after another, skipping finished ones (started ones resume); returns 0, 75
+  when a cell was preempted (unfinished: the sweep stops, run it again to resume), or the exit code
+  of the (first) failure."""
   failures: list[tuple[Cell, int]] = []
   for k, cell in enumerate(cells):
+    state = cell_state(cell)
+    where = f"[{k + 1}/{len(cells)}] method={cell.method} seed={cell.seed}"
+    if state == "finished":
+      log(f"sweep: {where}: finished already ({cell.workdir}), skipped")
+      continue
     cmd = command(cell, python=sys.executable)
-    log(f"sweep: [{k + 1}/{len(cells)}] method={cell.method} seed={cell.seed}: {shlex.join(cmd)}")
+    log(f"sweep: {where}: {'resuming: ' if state == 'started' else ''}{shlex.join(cmd)}")
     rc = call(cmd)
+    if rc == PREEMPTED_EXIT_CODE:
+      log(
+        f"sweep: cell method={cell.method} seed={cell.seed} is unfinished (preempted, its step saved); "
+        "stopping; run the same sweep again to resume it"
+      )
+      return PREEMPTED_EXIT_CODE
     if rc != 0:
       failures.append((cell, rc))
       log(f"sweep: cell method={cell.method} seed={cell.seed} failed with exit code {rc} (workdir {cell.workdir})")

@@ -2,11 +2,16 @@
 
 Trains a policy with the RL trainer (`maxnorm_jax.train.train`) from an ml-collections config; a
 run started again with the same command resumes from its latest checkpoint. Without --config it
-uses configs/default.py (the built-in default: the tiny model on a built-in task). The bandit lab
+uses configs/default.py (the built-in default: the tiny model on a built-in task).
+
+Exit status: 0 when the run reached train.steps (it prints "done: WORKDIR" and writes
+WORKDIR/FINISHED.json); 75 (EX_TEMPFAIL) when SIGTERM stopped it after saving its step ("preempted:
+..."; run the same command to resume); 1 on an error. The bandit lab
 that reproduces the seeds' tables in seconds is `python -m maxnorm_jax.lab --workdir=DIR`.
 """
 
 import os
+import sys
 
 from absl import app, flags
 from absl import logging as absl_logging
@@ -40,11 +45,15 @@ def main(argv):
   from maxnorm_jax.parallel.distributed import initialize_from_env
 
   initialize_from_env()  # before anything touches a device
-  from maxnorm_jax.train import train
+  from maxnorm_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
 
   # orbax and grain log every save at INFO; the run's own messages are warnings or the progress bar.
   absl_logging.set_verbosity(absl_logging.WARNING)
-  rows = train(FLAGS.config, FLAGS.workdir)
+  try:
+    rows = train(FLAGS.config, FLAGS.workdir)
+  except Preempted as e:
+    print(f"{e} (workdir {FLAGS.workdir})", flush=True)
+    sys.exit(PREEMPTED_EXIT_CODE)
   evals = [r["eval/reward_mean"] for r in rows if r.get("eval/reward_mean") is not None]
   if rows and evals:
     print(f"eval/reward_mean: {' -> '.join(f'{v:.3f}' for v in evals)}")

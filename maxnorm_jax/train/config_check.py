@@ -8,6 +8,7 @@ from typing import Any
 from maxnorm_jax.core import advantages, losses, protocol
 from maxnorm_jax.parallel.mesh import check_axis_sizes
 from maxnorm_jax.rewards.pool import MAX_DEADLINE_S
+from maxnorm_jax.train import config_drift
 from maxnorm_jax.train.optimizer import SCHEDULES
 
 FILTER_MODES = ("none", "drop", "resample")
@@ -175,6 +176,12 @@ def validate(c: Any) -> None:
   _check_eval(c)
   _positive_int(c, "checkpoint.every", 0)
   _positive_int(c, "checkpoint.max_to_keep")
+  if not isinstance(c.checkpoint.allow_changed, str):
+    _fail("checkpoint.allow_changed", f"must be a comma-separated string of keys, got {c.checkpoint.allow_changed!r}")
+  known = config_drift.flatten(config_drift.plain(c))
+  for key in config_drift.allowed_keys(c.checkpoint.allow_changed):
+    if key not in known:
+      _fail("checkpoint.allow_changed", f"{key!r} is not a config key")
   _positive_int(c, "log.diagnostics_every", 0)
   _positive_int(c, "log.cards_every", 0)
   if not isinstance(c.reference, str) or not c.reference:

@@ -26,11 +26,12 @@ from maxnorm_jax.models import ModelConfig, create_model, hf
 from maxnorm_jax.parallel import make_mesh, replicated_array, rows_array, take_rows
 from maxnorm_jax.rewards import VerifierPool
 from maxnorm_jax.sampling import Categorical, generate_from_weights
+from maxnorm_jax.train import config_drift
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import sft as sft_lib
 from maxnorm_jax.train import step as step_lib
 from maxnorm_jax.train.checkpointing import Checkpointer, PreemptionFlag
-from maxnorm_jax.train.config_check import validate
+from maxnorm_jax.train.config_check import ConfigError, validate
 from maxnorm_jax.train.metrics import MetricWriter, eval_line, progress_bar, run_banner, save_card, sft_line
 from maxnorm_jax.train.optimizer import make_optimizer
 from maxnorm_jax.train.state import create_train_state, init_opt_state, state_shardings, weight_shardings
@@ -549,19 +550,30 @@ class Trainer:
 
   def save(self, data_state: dict | None = None) -> None:
     data_state = self.pipeline.get_state() if data_state is None else data_state
-    self.checkpointer.save(self.step, self.state, data_state, self.reference if self.use_reference else None)
+    reference = self.reference if self.use_reference else None
+    self.checkpointer.save(self.step, self.state, data_state, reference, config=config_drift.plain(self.c))
 
   def restore_or_start(self) -> bool:
-    """Restores the latest checkpoint (True) or warm-starts a new run (False)."""
-    latest = self.checkpointer.latest_step()
+    """Restores the newest intact checkpoint (True) or warm-starts a new run (False). Refuses
+    (ConfigError naming each key) a checkpoint saved with a config that differs in a key that
+    changes the experiment, unless `checkpoint.allow_changed` lists it."""
     if self.use_reference:
       self.reference = jax.tree.map(jnp.copy, self.state.params)
-    if latest is None:
+    restored = self.checkpointer.restore_intact(self.state, self.reference)
+    if restored is None:
       return False
-    state, data_state, reference = self.checkpointer.restore(latest, self.state, self.reference)
-    self.state, self.reference = state, reference
-    self.pipeline.set_state(data_state)
-    self.step = latest
+    if restored.config is not None:
+      allowed = config_drift.allowed_keys(self.c.checkpoint.allow_changed)
+      changed = config_drift.differences(restored.config, config_drift.plain(self.c), allowed)
+      if changed:
+        raise ConfigError(
+          f"config: this workdir's checkpoint (step {restored.step}) was trained with a different config; "
+          "refusing to mix two experiments in one run. Changed: " + "; ".join(changed) + ". Use a new "
+          "--workdir, or list keys that are safe to change in --config.checkpoint.allow_changed (e.g. train.steps)."
+        )
+    self.state, self.reference = restored.state, restored.reference
+    self.pipeline.set_state(restored.data_state)
+    self.step = restored.step
     return True
 
   def load_reference(self) -> None:
@@ -593,23 +605,43 @@ def _print_eval(trainer: Trainer, step: int, metrics: dict) -> None:
     print(eval_line(step, metrics), flush=True)
 
 
+#: The exit status of `python -m maxnorm_jax.main` after a SIGTERM stop (saved, not finished);
+#: 75 is EX_TEMPFAIL: run the same command again to resume.
+PREEMPTED_EXIT_CODE = 75
+#: Written into the workdir when a run reached train.steps (launch/sweep.py skips such cells).
+FINISHED_FILE = "FINISHED.json"
+
+
+class Preempted(Exception):
+  """SIGTERM stopped the run after saving step `step`; `rows` are the metric rows it logged."""
+
+  def __init__(self, step: int, rows: list[dict]):
+    super().__init__(f"preempted: step {step} saved; run the same command again to resume")
+    self.step, self.rows = step, rows
+
+
 def train(config: Any, workdir: str) -> list[dict]:
-  """Trains from `config` into `workdir` (resuming from its latest checkpoint); returns the metric rows
-  this call logged (process 0; other processes return their own copies)."""
+  """Trains from `config` into `workdir` (resuming from its newest intact checkpoint); returns the
+  metric rows this call logged (process 0; other processes return their own copies). Raises
+  `Preempted` after a SIGTERM stop (the step is saved) and writes FINISHED_FILE when done."""
   os.makedirs(workdir, exist_ok=True)
   trainer = Trainer(config, workdir)
   c = config
   rows: list[dict] = []
   writer = None
+  preempted = False
+  finished = os.path.join(workdir, FINISHED_FILE)
   try:
-    if trainer.is_main:
+    resumed = trainer.restore_or_start()
+    if trainer.is_main:  # only now: a refused resume must leave the original config.json in place
       with open(os.path.join(workdir, "config.json"), "w") as f:
-        json.dump(c.to_dict() if hasattr(c, "to_dict") else dict(c), f, indent=2, default=str)
+        json.dump(config_drift.plain(c), f, indent=2)
       with open(os.path.join(workdir, "eval_prompts.jsonl"), "w") as f:
         f.writelines(json.dumps(row) + "\n" for row in eval_prompt_rows(trainer.eval_sets))
+      if os.path.exists(finished) and trainer.step < c.train.steps:
+        os.remove(finished)  # an extended run (more train.steps) is unfinished again
     if trainer.is_main:
       print(run_banner(workdir, c.log.tensorboard), flush=True)
-    resumed = trainer.restore_or_start()
     writer = MetricWriter(
       workdir,
       c.train.steps,
@@ -639,6 +671,7 @@ def train(config: Any, workdir: str) -> list[dict]:
         log.warning("SIGTERM while waiting for the verifier: saving step %d and stopping", trainer.step)
         if trainer.checkpointer.latest_step() != trainer.step:
           trainer.save(trainer.data_state_at_step_start)
+        preempted = True
         break
       metrics["verify/timeouts"] = float(trainer.pool.timeouts - counts[0])
       metrics["verify/crashes"] = float(trainer.pool.crashes - counts[1])
@@ -650,7 +683,9 @@ def train(config: Any, workdir: str) -> list[dict]:
         trainer.save()
       if c.checkpoint.on_preemption and trainer.preemption.agreed():
         log.warning("SIGTERM: saving step %d and stopping", trainer.step)
-        trainer.save()
+        if trainer.checkpointer.latest_step() != trainer.step:
+          trainer.save()
+        preempted = True
         break
     else:
       if trainer.checkpointer.latest_step() != trainer.step:
@@ -659,4 +694,9 @@ def train(config: Any, workdir: str) -> list[dict]:
     if writer is not None:
       writer.close()
     trainer.close()
+  if preempted:
+    raise Preempted(trainer.step, rows)
+  if trainer.is_main:
+    with open(finished, "w") as f:
+      json.dump({"step": trainer.step}, f)
   return rows

@@ -145,3 +145,30 @@ def test_local_run_stops_at_the_first_failure_unless_keep_going():
   assert sweep.run_local(cells, keep_going=True, call=fake_call, log=log.append) == 5
   assert len(calls) == 4
   assert "2 of 4 cells failed" in log[-1] and "method=gopo seed=0 (code 6)" in log[-1]
+
+
+def test_preempted_cells_are_unfinished_and_resumed_finished_ones_skipped(tmp_path):
+  """Issue 12.8: exit 75 (SIGTERM, step saved) is neither success nor failure."""
+  import os
+
+  cells = sweep.make_cells(["grpo"], [0, 1, 2], str(tmp_path))
+
+  def fake_call(cmd):
+    workdir = next(a.split("=", 1)[1] for a in cmd if a.startswith("--workdir="))
+    calls.append(workdir)
+    os.makedirs(os.path.join(workdir, "checkpoints"), exist_ok=True)
+    if workdir.endswith("seed1") and len(calls) == 2:
+      return sweep.PREEMPTED_EXIT_CODE  # the first attempt at seed 1 is preempted
+    open(os.path.join(workdir, sweep.FINISHED_FILE), "w").write('{"step": 3}')
+    return 0
+
+  calls, log = [], []
+  assert sweep.run_local(cells, keep_going=True, call=fake_call, log=log.append) == 75
+  assert [c.rsplit("/", 1)[1] for c in calls] == ["seed0", "seed1"]  # stops: the sweep was preempted too
+  assert "method=grpo seed=1 is unfinished (preempted" in log[-1]
+  assert [sweep.cell_state(c) for c in cells] == ["finished", "started", "new"]
+
+  calls, log = [], []
+  assert sweep.run_local(cells, call=fake_call, log=log.append) == 0
+  assert [c.rsplit("/", 1)[1] for c in calls] == ["seed1", "seed2"]
+  assert "finished already" in log[0] and "resuming: " in log[1] and "resuming: " not in log[2]

@@ -37,7 +37,7 @@ def _start(workdir):
   )
 
 
-def _wait_for_checkpoint(proc, workdir, at_least, timeout=240):
+def _wait_for_checkpoint(proc, workdir, at_least, timeout=600):
   end = time.time() + timeout
   while time.time() < end:
     done = [
@@ -91,9 +91,36 @@ def test_sigterm_saves_the_current_step_and_stops(tmp_path):
   _wait_for_checkpoint(proc, workdir, 2)
   proc.send_signal(signal.SIGTERM)
   out, _ = proc.communicate(timeout=120)
-  assert proc.returncode == 0, out[-3000:]
-  assert "SIGTERM: saving step" in out
+  # Preemption is not success (issue 12.8): a distinct status, no "done:", no FINISHED.json.
+  assert proc.returncode == 75, out[-3000:]
+  assert "SIGTERM" in out and "saving step" in out and "preempted: step" in out and "done:" not in out
+  assert not os.path.exists(os.path.join(workdir, "FINISHED.json"))
   rows = read_rows(workdir)
   stopped = rows[-1]["step"]
   assert stopped < STEPS
   assert max(_checkpoints(workdir)) == stopped  # the step it stopped at is saved, odd or even
+  assert all(r["verify/timeouts"] == 0 and r["verify/crashes"] == 0 for r in rows if r["step"] > 0)
+
+  # Config drift (issue 12.7): another method, or more steps without saying so, is refused by name
+  # and config.json (written only after a successful restore) keeps the original.
+  with open(os.path.join(workdir, "config.json")) as f:
+    original = f.read()
+  drift = run_main(workdir, *ARGS[1:], f"--config.train.steps={stopped + 1}", config_arg="runlocal=True,method=grpo")
+  assert drift.returncode == 1, drift.stderr[-3000:]
+  assert "trained with a different config" in drift.stderr
+  assert "advantage.estimator: 'maxnorm_rloo' -> 'grpo'" in drift.stderr
+  assert f"train.steps: {STEPS} -> {stopped + 1}" in drift.stderr
+  with open(os.path.join(workdir, "config.json")) as f:
+    assert f.read() == original
+  # An explicitly allowed change resumes and finishes.
+  more = run_main(
+    workdir,
+    *ARGS[1:],
+    f"--config.train.steps={stopped + 1}",
+    "--config.checkpoint.allow_changed=train.steps",
+    timeout=900,
+  )
+  assert more.returncode == 0, more.stderr[-3000:]
+  assert f"resumed from step {stopped}" in more.stderr and "done:" in more.stdout
+  assert read_rows(workdir)[-1]["step"] == stopped + 1
+  assert os.path.exists(os.path.join(workdir, "FINISHED.json"))
