@@ -18,7 +18,7 @@ Arguments (big_vision style, comma separated):
   --config=configs/default.py:method=grpo,task=arith,model=tiny,runlocal=True
 
   method    a row of METHODS (default maxnorm_rloo)
-  task      a built-in task (arith, arith_digits, arith_noisy, code) or a dataset preset of
+  task      a built-in task (arith, arith_digits, arith_noisy, arith_mix, code) or a dataset preset of
             maxnorm_jax.data (gsm8k, math500, deepmath, livecodebench sample files)
   model     a key of MODELS (tiny, or a Hugging Face checkpoint such as qwen2.5-1.5b)
   runlocal  True: a few steps of a tiny model, well under a minute on a laptop CPU
@@ -73,9 +73,9 @@ DATASETS = {
   "deepmath": ("sample:deepmath", "deepmath", "math"),
   "livecodebench": ("sample:livecodebench", "livecodebench", "code"),
 }
-BUILTIN_TASKS = ("arith", "arith_digits", "arith_noisy", "code")
+BUILTIN_TASKS = ("arith", "arith_digits", "arith_noisy", "arith_mix", "code")
 # Prompt and completion lengths in tokens (character tokens for the tiny model's built-in tasks).
-LENGTHS = {"arith": (8, 5), "arith_digits": (8, 5), "arith_noisy": (8, 5), "code": (384, 256)}
+LENGTHS = {"arith": (8, 5), "arith_digits": (8, 5), "arith_noisy": (8, 5), "arith_mix": (8, 5), "code": (384, 256)}
 DATASET_LENGTHS = (512, 1024)
 
 

@@ -90,6 +90,40 @@ def low_variance_groups(card: AdvantageCard, rewards, mask=None, std_threshold: 
   return card.valid & (groups.std(rewards, mask, ddof=0) < std_threshold)
 
 
+def small_gap_frac(rewards, mask=None, delta_res: float = 1e-2, std_threshold: float = LOW_VARIANCE_STD):
+  """Fraction of groups (>= 2 valid samples) with a credible gap (span >= delta_res) but a reward
+  std (ddof 0) below `std_threshold`: the "credible small gap" regime, whatever the method."""
+  rewards, mask = groups.as_rewards_and_mask(rewards, mask)
+  s = groups.span(rewards, mask)
+  low = groups.std(rewards, mask, ddof=0) < std_threshold
+  return _fraction((s >= delta_res) & low, groups.count(mask) >= 2)
+
+
+def low_variance_stats(card: AdvantageCard, rewards, mask, token_mask, logp, ref_logp, kind: str = "k3") -> dict:
+  """KL and 1/s_q tails restricted to the low-variance updated groups (DESIGN 3.5, seed 000's Table 3).
+
+  rewards, mask [P, G]; token_mask, logp, ref_logp [B, T] with B = P * G (row q * G + i).
+  Keys `lowvar_groups` (their count), `lowvar_kl_mean`, `lowvar_kl_p95`, `lowvar_inv_scale_p95`,
+  `lowvar_inv_scale_p99`; the last four are NaN when there is no such group.
+  """
+  r, m = groups.as_rewards_and_mask(rewards, mask)
+  low = low_variance_groups(card, r, m)
+  g = r.shape[-1]
+  rows = jnp.repeat(low, g) & m.reshape(-1)
+  kl = kl_stats(logp, ref_logp, jnp.asarray(token_mask, bool) & rows[:, None], kind)
+  inv = 1.0 / jnp.where(card.scale > 0, card.scale, 1.0)
+  count = jnp.sum(low)
+  out = {
+    "lowvar_kl_mean": kl["kl_mean"],
+    "lowvar_kl_p95": kl["kl_p95"],
+    "lowvar_inv_scale_p95": groups.masked_quantile(inv[None, :], low[None, :], 0.95)[0],
+    "lowvar_inv_scale_p99": groups.masked_quantile(inv[None, :], low[None, :], 0.99)[0],
+  }
+  out = {k: jnp.where(count > 0, v, jnp.nan) for k, v in out.items()}
+  out["lowvar_groups"] = count.astype(jnp.float32)
+  return out
+
+
 def cardinal_card(card: AdvantageCard) -> AdvantageCard:
   """The same card on the cardinal scale: s_q = 1 and advantages = u where valid."""
   return card.replace(

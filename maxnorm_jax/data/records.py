@@ -5,9 +5,9 @@ A record is a plain dict:
 - ``prompt`` (str, non-empty): the question, before any chat template;
 - ``answer`` (str; may be empty for code tasks);
 - ``tests`` (code: a list of ``{"input": str, "output": str}`` or an assert-style str; else None);
-- ``task`` (str): "arith", "arith_digits", "arith_noisy", "code", or a dataset's own name ("math").
+- ``task`` (str): "arith", "arith_digits", "arith_noisy", "arith_mix", "code", or a dataset's own name ("math").
 
-Extra keys (``seed``, ``id``, ``source``) pass through untouched. `validate_row` turns one raw row of
+Extra keys (``seed``, ``kind``, ``id``, ``source``) pass through untouched. `validate_row` turns one raw row of
 a file into a record or raises `BadRowError` naming the file and line of the row.
 """
 
@@ -156,7 +156,7 @@ def validate_row(row: Any, fields: FieldMap, location: str) -> dict[str, Any]:
         location, f"missing field 'task' (column {fields.task!r}); map it or set fields.task_value", "missing_field"
       )
     record["task"] = _as_text(task, "task", fields.task, location)
-  for key in ("seed", "id"):
+  for key in ("seed", "kind", "id"):
     if key in row and key not in record:
       record[key] = row[key]
   return record

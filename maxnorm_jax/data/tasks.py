@@ -10,6 +10,10 @@ Tasks (the verifiers in `maxnorm_jax.rewards.builtin` score them):
   (a 1/k grid: the "credible small gap" regime).
 - "arith_noisy": the same problems; binary reward plus a deterministic jitter <= 1e-4, far below
   delta_res (the "sub-resolution" regime). Records carry `seed`, which seeds the jitter.
+- "arith_mix": the same problems, each of one fixed kind (by a seed-independent hash of the problem,
+  `mix_kind`): "noisy" (arith_noisy's reward, about 30%: sub-resolution jitter), "small" (0.018 when
+  the units digit is right, else 0, about 30%: a credible gap >= delta_res inside a group std < 1e-2)
+  and "digits" (arith_digits' reward, the rest: ordinary prompts). Records carry `kind` and `seed`.
 - "code": short stdin/stdout programs (e.g. read two integers, print their sum) with 4 tests each.
 
 Splits: every problem of a task belongs to exactly one split by a seed-independent hash of its
@@ -25,12 +29,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-ARITH_TASKS = ("arith", "arith_digits", "arith_noisy")
+ARITH_TASKS = ("arith", "arith_digits", "arith_noisy", "arith_mix")
 TASKS = ARITH_TASKS + ("code",)
 SPLITS = ("train", "test")
 TEST_FRACTION_PER_MILLE = 100
 MAX_OPERAND = 99
 CODE_TESTS_PER_PROBLEM = 4
+# arith_mix: per mille of problems of each kind, in hash order (noisy, small, then digits).
+MIX_KINDS = ("noisy", "small", "digits")
+MIX_PER_MILLE = {"noisy": 300, "small": 300, "digits": 400}
 
 
 def names() -> list[str]:
@@ -44,6 +51,17 @@ def split_of(identity: str) -> str:
   return "test" if h % 1000 < TEST_FRACTION_PER_MILLE else "train"
 
 
+def mix_kind(prompt: str) -> str:
+  """The arith_mix kind of the problem `prompt` ("12+7="): "noisy", "small" or "digits"."""
+  h = int.from_bytes(hashlib.sha256(f"arith_mix:{prompt}".encode()).digest()[:8], "big") % 1000
+  edge = 0
+  for kind in MIX_KINDS:
+    edge += MIX_PER_MILLE[kind]
+    if h < edge:
+      return kind
+  raise AssertionError("MIX_PER_MILLE must sum to 1000")
+
+
 def _arith_problems() -> list[tuple[int, str, int]]:
   return [(a, op, b) for a in range(MAX_OPERAND + 1) for op in "+-" for b in range(MAX_OPERAND + 1)]
 
@@ -51,8 +69,10 @@ def _arith_problems() -> list[tuple[int, str, int]]:
 def _arith_record(task: str, a: int, op: str, b: int, seed: int) -> dict[str, Any]:
   value = a + b if op == "+" else a - b
   record = {"prompt": f"{a}{op}{b}=", "answer": str(value), "tests": None, "task": task}
-  if task == "arith_noisy":
+  if task in ("arith_noisy", "arith_mix"):
     record["seed"] = int(seed)
+  if task == "arith_mix":
+    record["kind"] = mix_kind(record["prompt"])
   return record
 
 
@@ -161,7 +181,7 @@ def make(name: str, split: str = "train", seed: int = 0, n: int | None = None) -
   out = []
   for i in idx:
     rec = dict(pool[int(i)])
-    if name == "arith_noisy":
+    if name in ("arith_noisy", "arith_mix"):
       rec["seed"] = int(seed)
     out.append(rec)
   return out

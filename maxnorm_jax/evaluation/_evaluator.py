@@ -21,7 +21,7 @@ from maxnorm_jax.evaluation._summary import is_correct, set_metrics
 from maxnorm_jax.sampling import Categorical, Greedy
 
 #: Tasks whose verifier names a final answer, so a majority vote over answers means something.
-ANSWER_TASKS = ("math", "arith", "arith_digits", "arith_noisy")
+ANSWER_TASKS = ("math", "arith", "arith_digits", "arith_noisy", "arith_mix")
 
 
 def canonical_answer(task: str, info: dict[str, Any]) -> str | None:

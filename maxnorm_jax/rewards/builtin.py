@@ -10,6 +10,9 @@ Records are dicts with `prompt`, `answer`, `task` (and `tests` for code). Tasks:
 - "arith_noisy": the binary arith reward moved into [0, 1] by a deterministic jitter in
   [0, 1e-4] (a hash of the seed and the completion): correct -> 1 - jitter, wrong -> jitter.
   Resolution 1.0; info["jitter"] says the jitter.
+- "arith_mix": by record["kind"]: "noisy" -> the arith_noisy reward, "digits" -> the arith_digits
+  reward, "small" -> SMALL_GAP (0.018) when the units digit of the answer is right, else 0.0
+  (resolution SMALL_GAP: a gap >= delta_res = 1e-2, while a group's std (ddof 0) stays <= 0.009).
 - "code": `CodeVerifier` on record["tests"].
 - "math": `MathVerifier` on record["answer"].
 """
@@ -25,6 +28,7 @@ from maxnorm_jax.rewards.math_verifier import MathVerifier
 from maxnorm_jax.rewards.score import Score
 
 NOISE_SCALE = 1e-4
+SMALL_GAP = 0.018
 
 
 def _as_int(text: str | None) -> int | None:
@@ -92,6 +96,33 @@ class ArithNoisyVerifier:
     return Score(reward, 1.0, {**base.info, "binary": base.reward, "jitter": jitter})
 
 
+class ArithMixVerifier:
+  """The "arith_mix" task: the reward of the record's kind (noisy, small or digits)."""
+
+  def __init__(self, seed: int = 0):
+    self._noisy = ArithNoisyVerifier(seed)
+    self._digits = ArithDigitsVerifier()
+
+  def _small(self, completion: str, record: dict[str, Any]) -> Score:
+    pred, source = integer_answer(completion)
+    gold = str(abs(int(str(record["answer"]).strip())))
+    p = _as_int(pred)
+    right = p is not None and str(abs(p))[-1] == gold[-1]
+    return Score(SMALL_GAP * float(right), SMALL_GAP, {"pred": pred, "gold": gold, "source": source})
+
+  def score(self, completion: str, record: dict[str, Any]) -> Score:
+    kind = record.get("kind")
+    if kind == "noisy":
+      s = self._noisy.score(completion, record)
+    elif kind == "digits":
+      s = self._digits.score(completion, record)
+    elif kind == "small":
+      s = self._small(completion, record)
+    else:
+      raise ValueError(f"arith_mix record {record.get('prompt')!r} has kind {kind!r}; want noisy, small or digits")
+    return Score(s.reward, s.resolution, {**s.info, "kind": kind})
+
+
 class CodeTaskVerifier:
   """The "code" task: `CodeVerifier` on record["tests"]."""
 
@@ -117,6 +148,7 @@ TASK_VERIFIERS: dict[str, Callable[..., Any]] = {
   "arith": ArithVerifier,
   "arith_digits": ArithDigitsVerifier,
   "arith_noisy": ArithNoisyVerifier,
+  "arith_mix": ArithMixVerifier,
   "code": CodeTaskVerifier,
   "math": MathTaskVerifier,
 }

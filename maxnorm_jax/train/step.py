@@ -264,7 +264,8 @@ def rollout_metrics(
   kl_kind: str,
   has_reference: bool,
 ) -> dict:
-  """The per-step diagnostics of docs/DESIGN.md §3.5 from one batch (all scalars).
+  """The per-step diagnostics of docs/DESIGN.md §3.5 from one batch (all scalars; `lowvar_*` over
+  the low-variance updated groups, NaN when there are none).
 
   rewards, mask [P, G]; tokens_mask, old_logp, ref_logp, entropy [B, N]; lengths, truncated [B].
   """
@@ -277,6 +278,7 @@ def rollout_metrics(
     "acr": diagnostics.acr(rewards, mask),
     "zero_group_frac": diagnostics.zero_group_frac(card, mask),
     "subres_frac": diagnostics.subres_frac(rewards, mask, delta_res),
+    "small_gap_frac": diagnostics.small_gap_frac(rewards, mask, delta_res),
     "valid_group_frac": jnp.mean(card.valid.astype(jnp.float32)),
     "entropy": jnp.sum(entropy) / jnp.maximum(jnp.sum(tokens_mask), 1),
     "response_len_mean": jnp.mean(lengths.astype(jnp.float32)),
@@ -286,8 +288,11 @@ def rollout_metrics(
   out.update(diagnostics.scale_percentiles(card))
   if has_reference:
     out.update(diagnostics.kl_stats(old_logp, ref_logp, tokens_mask, kl_kind))
+    out.update(diagnostics.low_variance_stats(card, rewards, mask, tokens_mask, old_logp, ref_logp, kl_kind))
   else:
     out.update(kl_mean=jnp.zeros(()), kl_p95=jnp.zeros(()))
+    lv = diagnostics.low_variance_stats(card, rewards, mask, tokens_mask, old_logp, old_logp, kl_kind)
+    out.update(lv, lowvar_kl_mean=jnp.zeros(()), lowvar_kl_p95=jnp.zeros(()))
   return out
 
 

@@ -86,3 +86,26 @@ def test_gradient_diagnostics_on_a_softmax_policy():
   np.testing.assert_allclose(out["cos_reward_neg_kl"], cos, rtol=1e-5)
   low = diagnostics.low_variance_groups(grpo, r)
   np.testing.assert_array_equal(low, [True])
+
+
+def test_small_gap_frac_and_low_variance_stats():
+  # groups: ordinary (std 0.5), small credible gap (0.018 once: std 0.0078), sub-resolution, constant
+  r = np.array([[1, 0, 1, 0], [0.018, 0, 0, 0], [0.5, 0.5001, 0.5, 0.5], [0.3] * 4], np.float32)
+  m = np.ones((4, 4), bool)
+  np.testing.assert_allclose(diagnostics.small_gap_frac(r, m), 0.25)
+  card = advantages.compute("maxnorm_rloo", r, m)  # the constant group 3 is not valid (not updated)
+  assert np.asarray(card.valid).tolist() == [True, True, True, False]
+  # per-token KL (k1) of row q*4+i: row value v, 2 tokens each; low-variance updated groups: 1, 2
+  kl_rows = np.arange(16, dtype=np.float32)
+  logp = jnp.asarray(np.repeat(kl_rows[:, None], 2, axis=1))
+  ref = jnp.zeros((16, 2))
+  tm = jnp.ones((16, 2), bool)
+  out = diagnostics.low_variance_stats(card, r, m, tm, logp, ref, "k1")
+  assert float(out["lowvar_groups"]) == 2.0
+  np.testing.assert_allclose(out["lowvar_kl_mean"], kl_rows[4:12].mean(), rtol=1e-6)
+  np.testing.assert_allclose(out["lowvar_kl_p95"], np.percentile(kl_rows[4:12], 95), rtol=1e-5)
+  inv = 1.0 / np.asarray(card.scale)[1:3]
+  np.testing.assert_allclose(out["lowvar_inv_scale_p99"], np.percentile(inv, 99), rtol=1e-5)
+  assert float(out["lowvar_inv_scale_p99"]) <= 100.0 + 1e-3  # 1 / tau_res
+  none = diagnostics.low_variance_stats(card.replace(valid=jnp.array([True, False, False, False])), r, m, tm, logp, ref)
+  assert float(none["lowvar_groups"]) == 0.0 and np.isnan(float(none["lowvar_inv_scale_p95"]))

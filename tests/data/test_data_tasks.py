@@ -15,7 +15,7 @@ def _solve(prompt: str) -> int:
   return a + b if op == "+" else a - b
 
 
-@pytest.mark.parametrize("name", ["arith", "arith_digits", "arith_noisy"])
+@pytest.mark.parametrize("name", ["arith", "arith_digits", "arith_noisy", "arith_mix"])
 def test_arith_records_are_short_correct_and_deterministic(name):
   recs = tasks.make(name, "train", seed=3, n=200)
   assert len(recs) == 200
@@ -25,7 +25,7 @@ def test_arith_records_are_short_correct_and_deterministic(name):
     assert r["task"] == name and r["tests"] is None
     assert len(r["prompt"]) <= 6
     assert int(r["answer"]) == _solve(r["prompt"])
-  if name == "arith_noisy":
+  if name in ("arith_noisy", "arith_mix"):
     assert {r["seed"] for r in recs} == {3}
   assert len({r["prompt"] for r in recs}) == 200  # drawn without replacement
 

@@ -91,7 +91,7 @@ def test_arith_noisy_jitter():
 def test_score_record_dispatch_and_unknown_task():
   assert score_record("7", {"task": "arith", "answer": "7"}).reward == 1.0
   assert score_record("17", {"task": "arith_digits", "answer": "27"}).reward == 0.5
-  assert set(task_names()) == {"arith", "arith_digits", "arith_noisy", "code", "math"}
+  assert set(task_names()) == {"arith", "arith_digits", "arith_mix", "arith_noisy", "code", "math"}
   with pytest.raises(KeyError, match="no verifier"):
     verifier_for("chess")
 
