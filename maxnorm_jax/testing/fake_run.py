@@ -127,3 +127,50 @@ def write_synthetic_run(workdir, method=METHOD):
   with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
     json.dump(config, f, indent=2)
   return workdir
+
+
+# ---- sweep cells with known values (tests of maxnorm_jax.analysis) ----
+
+SWEEP_STEPS = 10  # the last 20% of the RL steps are steps 9 and 10
+SWEEP_EVAL_STEPS = (0, 5, 10)
+
+
+def write_sweep_cell(root, method, seed, acc, best_acc, kl_p95, early_kl_p95=99.0, protocol=None, steps=SWEEP_STEPS):
+  """Writes `root/<method>/seed<seed>/` and returns its path.
+
+  eval/reward_mean is 0.1 at step 0, `best_acc` at step 5 and `acc` at step 10 (eval/pass@1 half
+  of it, eval/reward_mean_n = 128); `kl_p95` is `early_kl_p95` on steps 1..8 and `kl_p95` on steps
+  9..10; `r_over_kl` is logged on even steps only (2 * kl_p95 in the tail). A run written with
+  `steps` < SWEEP_STEPS stops early (its config still plans SWEEP_STEPS).
+  """
+  workdir = os.path.join(os.fspath(root), method, f"seed{seed}")
+  os.makedirs(workdir, exist_ok=True)
+  evals = {0: 0.1, 5: best_acc, 10: acc}
+  lines = []
+  for step in range(0, steps + 1):
+    line = {"step": step, "time": T0 + step}
+    if step > 0:
+      tail = step > SWEEP_STEPS - 2
+      line.update(kl_p95=kl_p95 if tail else early_kl_p95, acr=0.25, subres_frac=None if step == 9 else 0.5)
+      line["time/step"] = 1.0
+      if step % 2 == 0:
+        line["r_over_kl"] = 2.0 * line["kl_p95"]
+    if step in evals:
+      line.update({"eval/reward_mean": evals[step], "eval/pass@1": evals[step] / 2, "eval/reward_mean_n": 128})
+    lines.append(line)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w", encoding="utf-8") as f:
+    for line in lines:
+      f.write(json.dumps(line) + "\n")
+  protocol = protocol or {"gate": True, "binning": False, "zero_group": "skip", "delta_res": 0.01}
+  config = {
+    "method": method,
+    "seed": seed,
+    "task": "arith_mix",
+    "model": {"preset": "tiny"},
+    "train": {"steps": SWEEP_STEPS},
+    "advantage": {"estimator": method, "params": {}},
+    "protocol": protocol,
+  }
+  with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2)
+  return workdir
