@@ -18,7 +18,7 @@ $(VENV)/.installed-train: pyproject.toml setup.py $(VENV)/.created
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml setup.py $(VENV)/.installed-train
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,tpu]'
 	touch $@
 
 train: $(VENV)/.installed-train

@@ -39,31 +39,120 @@ __all__ = ["DATASETS", "DELTA_RES", "METHODS", "MODELS", "get_config"]
 
 # ---------------------------------------------------------------------------------------------
 # Model presets: the built-in tiny decoder, or a Hugging Face checkpoint directory (config.json,
-# *.safetensors, tokenizer.json) by path; `mesh` is the preset's default mesh on a TPU slice.
+# *.safetensors, tokenizer.json) by path; `mesh` is the preset's default mesh on a TPU slice and
+# `topology` the TPU slice it is planned for (`python -m maxnorm_jax.plan`, PLAN.md); `arch` is the
+# checkpoint's published config.json (the keys the decoder reads), so a plan needs no download; a
+# checkpoint's own config.json wins when it is present.
 _HF = "hf://"  # resolved against $MAXNORM_HF_HOME (default ~/hf) by maxnorm_jax.train.loop.resolve_path
+
+
+def _qwen2(hidden, inter, layers, heads, kv, vocab=151936, tied=True, theta=1_000_000.0, eps=1e-6, max_pos=32768):
+  return dict(
+    architectures=["Qwen2ForCausalLM"],
+    model_type="qwen2",
+    vocab_size=vocab,
+    hidden_size=hidden,
+    intermediate_size=inter,
+    num_hidden_layers=layers,
+    num_attention_heads=heads,
+    num_key_value_heads=kv,
+    head_dim=hidden // heads,
+    tie_word_embeddings=tied,
+    rope_theta=theta,
+    rms_norm_eps=eps,
+    max_position_embeddings=max_pos,
+  )
+
+
+def _qwen3(hidden, inter, layers, heads, kv, tied=False, max_pos=40960, **moe):
+  return dict(
+    architectures=["Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM"],
+    model_type="qwen3_moe" if moe else "qwen3",
+    vocab_size=151936,
+    hidden_size=hidden,
+    intermediate_size=inter,
+    num_hidden_layers=layers,
+    num_attention_heads=heads,
+    num_key_value_heads=kv,
+    head_dim=128,
+    tie_word_embeddings=tied,
+    attention_bias=False,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=max_pos,
+    **moe,
+  )
+
+
+def _hf(name, mesh, topology, arch):
+  """A checkpoint preset. On its slice, a step at the seeds' largest RL shape (64 prompts x 16
+  samples, 1,024 + 8,192 tokens) fits with rematerialised layers, attention in query blocks of
+  512, update microbatches of 2 rows a chip and log-prob passes of 4 (PLAN.md)."""
+  rows_split = _chips(topology) // (mesh["tensor"] * mesh["expert"])  # devices the rows spread over
+  return dict(
+    kind="hf",
+    path=_HF + name,
+    mesh=mesh,
+    topology=topology,
+    arch=arch,
+    model=dict(remat=True, attention_chunk=512),
+    train=dict(grad_accum=128 // rows_split, logprob_microbatches=256 // rows_split),
+  )
+
+
+def _chips(topology):
+  """Chips of a v5p-N slice (N counts TensorCores, two per chip)."""
+  return int(topology.split("-")[1]) // 2
+
+
+def _mesh(fsdp, tensor=1, expert=1):
+  return dict(data=-1, fsdp=fsdp, tensor=tensor, expert=expert)
+
+
 MODELS = {
-  "tiny": dict(kind="tiny", path="", mesh=dict(data=-1, fsdp=1, tensor=1, expert=1)),
-  "qwen2.5-0.5b": dict(
-    kind="hf", path=_HF + "Qwen/Qwen2.5-0.5B-Instruct", mesh=dict(data=-1, fsdp=4, tensor=1, expert=1)
+  "tiny": dict(kind="tiny", path="", mesh=_mesh(1), topology="v5e-4", arch={}),
+  "qwen2.5-0.5b": _hf("Qwen/Qwen2.5-0.5B-Instruct", _mesh(4), "v5p-8", _qwen2(896, 4864, 24, 14, 2)),
+  "qwen2.5-1.5b": _hf("Qwen/Qwen2.5-1.5B-Instruct", _mesh(8), "v5p-16", _qwen2(1536, 8960, 28, 12, 2)),
+  "qwen2.5-3b": _hf("Qwen/Qwen2.5-3B-Instruct", _mesh(8), "v5p-16", _qwen2(2048, 11008, 36, 16, 2)),
+  "qwen2.5-7b": _hf(
+    "Qwen/Qwen2.5-7B-Instruct", _mesh(16), "v5p-32", _qwen2(3584, 18944, 28, 28, 4, vocab=152064, tied=False)
   ),
-  "qwen2.5-1.5b": dict(
-    kind="hf", path=_HF + "Qwen/Qwen2.5-1.5B-Instruct", mesh=dict(data=-1, fsdp=8, tensor=1, expert=1)
+  "qwen2.5-14b": _hf(
+    "Qwen/Qwen2.5-14B-Instruct",
+    _mesh(16, tensor=2),
+    "v5p-64",
+    _qwen2(5120, 13824, 48, 40, 8, vocab=152064, tied=False, eps=1e-5),
   ),
-  "qwen2.5-3b": dict(kind="hf", path=_HF + "Qwen/Qwen2.5-3B-Instruct", mesh=dict(data=-1, fsdp=8, tensor=1, expert=1)),
-  "qwen2.5-7b": dict(kind="hf", path=_HF + "Qwen/Qwen2.5-7B-Instruct", mesh=dict(data=-1, fsdp=16, tensor=1, expert=1)),
-  "qwen2.5-14b": dict(
-    kind="hf", path=_HF + "Qwen/Qwen2.5-14B-Instruct", mesh=dict(data=-1, fsdp=16, tensor=2, expert=1)
+  "qwen2.5-math-1.5b": _hf(
+    "Qwen/Qwen2.5-Math-1.5B", _mesh(8), "v5p-16", _qwen2(1536, 8960, 28, 12, 2, theta=10_000.0, max_pos=4096)
   ),
-  "qwen2.5-math-1.5b": dict(
-    kind="hf", path=_HF + "Qwen/Qwen2.5-Math-1.5B", mesh=dict(data=-1, fsdp=8, tensor=1, expert=1)
+  "qwen2.5-math-7b": _hf(
+    "Qwen/Qwen2.5-Math-7B",
+    _mesh(16),
+    "v5p-32",
+    _qwen2(3584, 18944, 28, 28, 4, vocab=152064, tied=False, theta=10_000.0, max_pos=4096),
   ),
-  "qwen2.5-math-7b": dict(
-    kind="hf", path=_HF + "Qwen/Qwen2.5-Math-7B", mesh=dict(data=-1, fsdp=16, tensor=1, expert=1)
+  "qwen3-0.6b": _hf("Qwen/Qwen3-0.6B", _mesh(4), "v5p-8", _qwen3(1024, 3072, 28, 16, 8, tied=True)),
+  "qwen3-8b": _hf("Qwen/Qwen3-8B", _mesh(16), "v5p-32", _qwen3(4096, 12288, 36, 32, 8)),
+  "qwen3-32b": _hf("Qwen/Qwen3-32B", _mesh(16, tensor=4), "v5p-128", _qwen3(5120, 25600, 64, 64, 8)),
+  "qwen3-30b-a3b": _hf(
+    "Qwen/Qwen3-30B-A3B",
+    _mesh(8, expert=4),
+    "v5p-64",
+    _qwen3(
+      2048,
+      6144,
+      48,
+      32,
+      4,
+      num_experts=128,
+      num_experts_per_tok=8,
+      moe_intermediate_size=768,
+      norm_topk_prob=True,
+      decoder_sparse_step=1,
+      mlp_only_layers=[],
+    ),
   ),
-  "qwen3-0.6b": dict(kind="hf", path=_HF + "Qwen/Qwen3-0.6B", mesh=dict(data=-1, fsdp=4, tensor=1, expert=1)),
-  "qwen3-8b": dict(kind="hf", path=_HF + "Qwen/Qwen3-8B", mesh=dict(data=-1, fsdp=16, tensor=1, expert=1)),
-  "qwen3-32b": dict(kind="hf", path=_HF + "Qwen/Qwen3-32B", mesh=dict(data=-1, fsdp=16, tensor=4, expert=1)),
-  "qwen3-30b-a3b": dict(kind="hf", path=_HF + "Qwen/Qwen3-30B-A3B", mesh=dict(data=-1, fsdp=8, tensor=1, expert=4)),
 }
 
 # Dataset presets for the seeds' benchmarks: (source, field preset, verifier task).
@@ -117,6 +206,10 @@ def get_config(arg=None):
   c.model.param_dtype = "float32"  # dtype the weights are stored and updated in
   c.model.dtype = "float32"  # dtype of the forward pass (e.g. "bfloat16" on TPU)
   c.model.remat = False  # rematerialise each block in the backward pass (less memory, more compute)
+  c.model.attention_chunk = 0  # > 0: whole-sequence attention in query blocks of this size (bounds the scores)
+  c.model.arch = mlc.ConfigDict(preset["arch"])  # the checkpoint's published config.json (used without one)
+  c.model.topology = preset["topology"]  # the TPU slice the preset is planned for (python -m maxnorm_jax.plan)
+  c.model.update(preset.get("model", {}))  # the preset's memory settings (remat, attention_chunk)
 
   # Mesh axis sizes (data, fsdp, tensor, expert); -1 takes the devices the others leave.
   c.mesh = mlc.ConfigDict(preset["mesh"])
@@ -194,6 +287,8 @@ def get_config(arg=None):
   c.train.ppo_epochs = 1  # passes over each step's batch
   c.train.minibatches = 4  # optimiser updates per epoch (the batch's sequences split evenly)
   c.train.grad_accum = 1  # microbatches accumulated into one minibatch's gradient
+  c.train.logprob_microbatches = 1  # passes the old / reference log-probs of a batch take (bounds activations)
+  c.train.update(preset.get("train", {}))  # the preset's microbatching on its slice (PLAN.md)
 
   c.optim = mlc.ConfigDict()
   c.optim.lr = 5e-4  # peak learning rate of the RL updates (AdamW)
@@ -239,7 +334,7 @@ def get_config(arg=None):
     c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
     c.data.update(batch_size=4, builtin_n=256)
     c.rollout.update(group_size=4, max_new_tokens=4)
-    c.train.update(steps=3, minibatches=2)
+    c.train.update(steps=3, minibatches=2, grad_accum=1, logprob_microbatches=1)
     c.optim.update(warmup_steps=1)
     c.sft.update(steps=30, batch_size=16, lr=1e-2)
     c.eval.update(every=2, num_prompts=8, k=2)

@@ -2,9 +2,12 @@
 # Runs maxnorm_jax.main on every worker of a fresh Cloud TPU VM slice, then deletes the slice.
 #
 #   launch/tpu_pod.sh --name NAME --zone ZONE --accelerator-type v5p-32 [--version V] [--project P]
-#                     [--spot] [--keep] [--git URL [--ref REF]] [--dry-run] -- MAIN_ARGS...
+#                     [--spot] [--keep] [--git URL [--ref REF]] [--skip-plan] [--dry-run] -- MAIN_ARGS...
 #
-# Steps: create the slice; copy the repository to every worker (a tarball of the working tree:
+# Steps: plan the run on this machine first (`python -m maxnorm_jax.plan --topology=TYPE` with the
+# --config arguments of MAIN_ARGS; it needs the `tpu` extra here, and $MAXNORM_PLAN_PYTHON names the
+# interpreter, default python3), and stop with its exit code when a piece of the step does not fit the
+# slice, so a run that cannot fit never costs a slice (--skip-plan: do not plan); create the slice; copy the repository to every worker (a tarball of the working tree:
 # tracked and untracked, not ignored, files; or `git clone URL` with --git); install it in a
 # Python 3.11 virtual environment (made with uv) with jax[tpu]; run
 # `MAXNORM_TPU_POD=1 python -m maxnorm_jax.main MAIN_ARGS` on all workers at once (their output
@@ -17,7 +20,7 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 usage: launch/tpu_pod.sh --name NAME --zone ZONE --accelerator-type TYPE [--version V] [--project P]
-                         [--spot] [--keep] [--git URL [--ref REF]] [--dry-run] -- MAIN_ARGS...
+                         [--spot] [--keep] [--git URL [--ref REF]] [--skip-plan] [--dry-run] -- MAIN_ARGS...
   --name              TPU VM name (lowercase letters, digits, hyphens)
   --zone              e.g. us-east5-a
   --accelerator-type  e.g. v5p-32, v5litepod-16, v6e-8, v4-32
@@ -28,6 +31,7 @@ usage: launch/tpu_pod.sh --name NAME --zone ZONE --accelerator-type TYPE [--vers
   --keep              do not delete the slice at the end
   --git URL           clone URL on the workers instead of copying the working tree (--ref: a
                       branch, tag or commit to check out)
+  --skip-plan         do not compile the step for the slice first (python -m maxnorm_jax.plan)
   --dry-run           print the commands ("+ " prefixed), run nothing
 USAGE
 }
@@ -38,7 +42,7 @@ die_usage() {
   exit 2
 }
 
-name="" zone="" accel="" version="" project="" spot=0 keep=0 dry=0 git_url="" git_ref=""
+name="" zone="" accel="" version="" project="" spot=0 keep=0 dry=0 git_url="" git_ref="" skip_plan=0
 need_value() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die_usage "$1 needs a value"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -54,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --spot) spot=1; shift ;;
     --keep) keep=1; shift ;;
     --dry-run) dry=1; shift ;;
+    --skip-plan) skip_plan=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) die_usage "unknown argument '$1' (arguments for maxnorm_jax.main go after --)" ;;
@@ -123,6 +128,19 @@ delete_slice() {
   exit "$rc"
 }
 
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ $skip_plan -eq 0 ]]; then
+  plan_args=()
+  for word in "${main_args[@]}"; do [[ "$word" != --config* ]] || plan_args+=("$word"); done
+  plan_rc=0
+  run env -C "$repo_root" JAX_PLATFORMS=cpu "${MAXNORM_PLAN_PYTHON:-python3}" -m maxnorm_jax.plan \
+    --topology="$accel" "${plan_args[@]}" || plan_rc=$?
+  if [[ $plan_rc -ne 0 ]]; then
+    echo "tpu_pod.sh: the plan for $accel failed (exit $plan_rc); no slice was created (--skip-plan to skip it)" >&2
+    exit "$plan_rc"
+  fi
+fi
+
 create=(gcloud compute tpus tpu-vm create "$name" "${common[@]}" --accelerator-type "$accel" --version "$version")
 [[ $spot -eq 0 ]] || create+=(--spot)
 
@@ -139,7 +157,6 @@ if [[ -n "$git_url" ]]; then
   [[ -z "$git_ref" ]] || clone+=" && git -C \$HOME/$remote_dir checkout -q $(quote "$git_ref")"
   run gcloud compute tpus tpu-vm ssh "$name" "${common[@]}" --worker=all --command "$clone"
 else
-  repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   tarball="${TMPDIR:-/tmp}/$name-$remote_tar"
   # Tracked and untracked (not ignored) files of the working tree; tracked files deleted since are skipped.
   run bash -c 'cd "$1" && git ls-files -z -co --exclude-standard | tar --null --ignore-failed-read -T - -czf "$2"' \

@@ -64,6 +64,7 @@ class ModelConfig:
   softmax_fp32: bool = True  # attention and router softmax in float32
   logits_fp32: bool = True  # final logits in float32
   remat: bool = False  # rematerialise each decoder layer in the backward pass
+  attention_chunk: int = 0  # > 0: attention over a whole sequence in query blocks of this size
 
   def __post_init__(self):
     if self.model_type not in MODEL_TYPES:
@@ -72,6 +73,8 @@ class ModelConfig:
       raise ValueError(f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
     if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
       raise ValueError(f"num_experts_per_tok={self.num_experts_per_tok} must be in [1, {self.num_experts}]")
+    if self.attention_chunk < 0:
+      raise ValueError(f"attention_chunk must be >= 0, got {self.attention_chunk}")
     dtype_of(self.param_dtype)
     dtype_of(self.dtype)
 

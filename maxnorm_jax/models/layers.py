@@ -102,7 +102,25 @@ def attend(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax
   """Grouped-query attention over a whole sequence.
 
   q [B,T,H,D], k, v [B,S,K,D], mask [B,T,S] (True: query t may see key s) -> [B,T,H,D].
+  With `cfg.attention_chunk` = C > 0 and T > C, the queries go through in blocks of C in a
+  rematerialised scan, so the scores [B,H,C,S] of one block are the largest buffer (forward and
+  backward) instead of [B,H,T,S]; each query's softmax still sees every key, so the result is
+  the same.
   """
+  chunk = cfg.attention_chunk
+  t = q.shape[1]
+  if not chunk or t <= chunk:
+    return _attend_block(cfg, q, k, v, mask)
+  n = -(-t // chunk)
+  pad = n * chunk - t
+  qb = jnp.pad(q, ((0, 0), (0, pad), (0, 0), (0, 0))).reshape((q.shape[0], n, chunk) + q.shape[2:]).swapaxes(0, 1)
+  mb = jnp.pad(mask, ((0, 0), (0, pad), (0, 0))).reshape(mask.shape[0], n, chunk, mask.shape[2]).swapaxes(0, 1)
+  block = jax.checkpoint(lambda qc, mc: _attend_block(cfg, qc, k, v, mc))
+  out = jax.lax.map(lambda xs: block(*xs), (qb, mb))  # [n, B, C, H, D]
+  return out.swapaxes(0, 1).reshape((q.shape[0], n * chunk) + q.shape[2:])[:, :t]
+
+
+def _attend_block(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
   b, t, h, d = q.shape
   kh = k.shape[2]
   qg = q.reshape(b, t, kh, h // kh, d)

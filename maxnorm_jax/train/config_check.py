@@ -96,6 +96,8 @@ def validate(c: Any) -> None:
   _choice(c, "model.kind", ("tiny", "hf"))
   if c.model.kind == "hf" and not c.model.path:
     _fail("model.path", "a Hugging Face checkpoint directory is required when model.kind='hf'")
+  _model_preset_fields(c)
+  _positive_int(c, "model.attention_chunk", 0)
   for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
     _positive_int(c, f"model.{key}")
   if c.model.num_heads % c.model.num_kv_heads:
@@ -155,12 +157,18 @@ def validate(c: Any) -> None:
   _positive_int(c, "train.ppo_epochs")
   _positive_int(c, "train.minibatches")
   _positive_int(c, "train.grad_accum")
+  _positive_int(c, "train.logprob_microbatches")
   rows = c.data.batch_size * c.rollout.group_size
   if rows % (c.train.minibatches * c.train.grad_accum):
     _fail(
       "train.minibatches",
       f"data.batch_size x rollout.group_size = {rows} sequences do not split into "
       f"{c.train.minibatches} minibatches x train.grad_accum={c.train.grad_accum}",
+    )
+  if rows % c.train.logprob_microbatches:
+    _fail(
+      "train.logprob_microbatches",
+      f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.train.logprob_microbatches} passes",
     )
   if not c.optim.lr > 0:
     _fail("optim.lr", f"must be > 0, got {c.optim.lr!r}")
@@ -186,3 +194,27 @@ def validate(c: Any) -> None:
   _positive_int(c, "log.cards_every", 0)
   if not isinstance(c.reference, str) or not c.reference:
     _fail("reference", f"must be 'init' or a checkpoint directory, got {c.reference!r}")
+
+
+def _model_preset_fields(c: Any) -> None:
+  """model.topology parses as a TPU slice; model.arch (when given) is a valid config.json."""
+  from maxnorm_jax.models.config import ModelConfig
+  from maxnorm_jax.plan.topology import parse_topology
+
+  topology = c.model.get("topology", "")
+  if not isinstance(topology, str):
+    _fail("model.topology", f"must be a TPU slice name such as v5p-128 or '', got {topology!r}")
+  if topology:
+    try:
+      parse_topology(topology)
+    except ValueError as e:
+      _fail("model.topology", str(e).replace("--topology ", ""))
+  arch = c.model.get("arch", {})
+  if not hasattr(arch, "items"):
+    _fail("model.arch", f"must be a config.json mapping, got {arch!r}")
+  if arch:
+    d = arch.to_dict() if hasattr(arch, "to_dict") else dict(arch)
+    try:
+      ModelConfig.from_hf_dict(d)
+    except (KeyError, ValueError, TypeError) as e:
+      _fail("model.arch", str(e))

@@ -7,7 +7,6 @@ minibatches with exact gradient accumulation -> optax update -> metrics, cards, 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -22,30 +21,23 @@ import numpy as np
 from maxnorm_jax.core import advantages, losses
 from maxnorm_jax.data import build_pipeline, load_tokenizer, make_format
 from maxnorm_jax.evaluation import Evaluator, build_eval_sets, eval_prompt_rows
-from maxnorm_jax.models import ModelConfig, create_model, hf
+from maxnorm_jax.models import create_model, hf
 from maxnorm_jax.parallel import make_mesh, replicated_array, rows_array, take_rows
 from maxnorm_jax.rewards import VerifierPool
 from maxnorm_jax.sampling import Categorical, generate_from_weights
-from maxnorm_jax.train import config_drift
+from maxnorm_jax.train import config_drift, specs
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import sft as sft_lib
 from maxnorm_jax.train import step as step_lib
 from maxnorm_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from maxnorm_jax.train.config_check import ConfigError, validate
 from maxnorm_jax.train.metrics import MetricWriter, eval_line, progress_bar, run_banner, save_card, sft_line
-from maxnorm_jax.train.optimizer import make_optimizer
 from maxnorm_jax.train.state import create_train_state, init_opt_state, state_shardings, weight_shardings
 
 log = logging.getLogger("maxnorm_jax.train")
 
 
-@functools.lru_cache(maxsize=32)
-def _optimizer(optim_items: tuple, total_updates: int):
-  return make_optimizer(dict(optim_items), total_updates)
-
-
-def _plain(c) -> dict:
-  return c.to_dict() if hasattr(c, "to_dict") else dict(c)
+_plain = specs.plain
 
 
 HF_HOME_ENV = "MAXNORM_HF_HOME"
@@ -78,7 +70,7 @@ class Trainer:
       self.mesh = make_mesh(dict(c.mesh))
     except ValueError as e:
       raise ValueError(f"config.{e}") from None
-    self.rules = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in c.rules)
+    self.rules = specs.rules_of(c)
     self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
     self.eos_id = self.tokenizer.eos_id
     self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else (self.eos_id or 0)
@@ -110,18 +102,7 @@ class Trainer:
 
     # ---- model, optimiser, state
     if c.model.kind == "tiny":
-      self.model_cfg = ModelConfig.tiny(
-        self.tokenizer.vocab_size,
-        hidden_size=c.model.hidden_size,
-        intermediate_size=c.model.intermediate_size,
-        num_layers=c.model.num_layers,
-        num_heads=c.model.num_heads,
-        num_kv_heads=c.model.num_kv_heads,
-        head_dim=c.model.head_dim,
-        param_dtype=c.model.param_dtype,
-        dtype=c.model.dtype,
-        remat=c.model.remat,
-      )
+      self.model_cfg = specs.tiny_model_config(c, self.tokenizer.vocab_size)
       params = create_model(self.model_cfg, self.mesh, self.rules, seed=c.seed).weights()
     else:
       model = hf.load(
@@ -131,11 +112,11 @@ class Trainer:
         rules=self.rules,
         compute_dtype=c.model.dtype,
         remat=c.model.remat,
+        attention_chunk=c.model.attention_chunk,
       )
       self.model_cfg, params = model.config, model.weights()
     self.param_shardings = weight_shardings(self.model_cfg, self.mesh, self.rules)
-    updates_per_step = c.train.ppo_epochs * c.train.minibatches
-    self.optimizer = _optimizer(tuple(sorted(_plain(c.optim).items())), c.train.steps * updates_per_step)
+    self.optimizer = specs.optimizer_of(c)
     est_state = advantages.initial_state(c.advantage.estimator)
     self.state = create_train_state(params, self.optimizer, c.seed, est_state, self.mesh)
     self.use_reference = c.loss.beta > 0
@@ -151,30 +132,9 @@ class Trainer:
       drop_collapsed=c.filter.mode == "drop",
       collapse_std=float(c.filter.collapse_std),
     )
-    self.update_spec = step_lib.UpdateSpec(
-      model=self.model_cfg,
-      mesh=self.mesh,
-      rules=self.rules,
-      optimizer=self.optimizer,
-      temperature=float(c.rollout.temperature),
-      surrogate=c.loss.surrogate,
-      aggregation=c.loss.aggregation,
-      kl_kind=c.loss.kl_kind,
-      kl_in_loss=self.use_reference and c.loss.kl_in == "loss",
-      dual_clip=float(c.loss.dual_clip) if c.loss.dual_clip else None,
-      ppo_epochs=c.train.ppo_epochs,
-      minibatches=c.train.minibatches,
-      grad_accum=c.train.grad_accum,
-    )
+    self.update_spec = specs.update_spec_of(c, self.model_cfg, self.mesh, self.rules, self.optimizer)
     self.hparams = {
-      k: replicated_array(np.float32(v), self.mesh)
-      for k, v in dict(
-        clip_low=c.loss.clip_low,
-        clip_high=c.loss.clip_high,
-        beta=c.loss.beta,
-        entropy_coef=c.loss.entropy_coef,
-        aux_coef=self.model_cfg.router_aux_loss_coef,
-      ).items()
+      k: replicated_array(np.float32(v), self.mesh) for k, v in specs.hparam_values(c, self.model_cfg).items()
     }
     self.sample_method = Categorical(
       temperature=float(c.rollout.temperature), top_p=float(c.rollout.top_p), top_k=int(c.rollout.top_k)
@@ -452,12 +412,13 @@ class Trainer:
   def _logprobs(self, params, chosen):
     out = chosen["out"]
     t = float(self.c.rollout.temperature)
+    m = self.c.train.logprob_microbatches
     old_logp, entropy = step_lib.sequence_logprobs(
-      self.model_cfg, t, params, chosen["ids"], chosen["mask"], out.tokens, out.mask
+      self.model_cfg, t, params, chosen["ids"], chosen["mask"], out.tokens, out.mask, m
     )
     if self.use_reference:
       ref_logp, _ = step_lib.sequence_logprobs(
-        self.model_cfg, t, self.reference, chosen["ids"], chosen["mask"], out.tokens, out.mask
+        self.model_cfg, t, self.reference, chosen["ids"], chosen["mask"], out.tokens, out.mask, m
       )
     else:
       ref_logp = old_logp

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.create import abstract_model, param_shardings
@@ -46,15 +46,36 @@ def weight_shardings(cfg: ModelConfig, mesh: Mesh, rules) -> dict:
   return weights_from_pure(param_shardings(abstract_model(cfg), mesh, rules))
 
 
-def init_opt_state(optimizer: optax.GradientTransformation, params, mesh: Mesh):
-  """The optimiser state of `params`: Adam's moments follow the parameters' shardings; counters
-  (and anything the compiler left on one device) are placed replicated, so every step sees the
-  same committed input layout and compiles once."""
+def float32_init(optimizer: optax.GradientTransformation):
+  """`optimizer.init` on the parameters cast to float32: Adam's moments stay float32 when the
+  parameters are bfloat16 (the float32 gradients of a bfloat16 model would otherwise turn
+  bfloat16 moments into float32 ones inside the update's scan, which JAX refuses)."""
+
+  def init(params):
+    return optimizer.init(
+      jax.tree.map(lambda p: p.astype(jnp.float32) if jnp.issubdtype(p.dtype, jnp.floating) else p, params)
+    )
+
+  return init
+
+
+def opt_state_shardings(optimizer: optax.GradientTransformation, params, param_shardings, mesh: Mesh):
+  """Each optimiser-state leaf's sharding: a moment takes its parameter's sharding, anything else
+  (step counters) is replicated. (Left to the compiler, zero-initialised moments, which do not
+  depend on the parameters, were laid out replicated on a TPU slice.)"""
   rep = replicated(mesh)
-  opt_state = jax.jit(optimizer.init)(params)
-  return jax.tree.map(
-    lambda x: x if isinstance(x.sharding, NamedSharding) and x.committed else jax.device_put(x, rep), opt_state
+  shapes = jax.eval_shape(float32_init(optimizer), params)
+  return optax.tree_utils.tree_map_params(
+    float32_init(optimizer), lambda _, sharding: sharding, shapes, param_shardings, transform_non_params=lambda _: rep
   )
+
+
+def init_opt_state(optimizer: optax.GradientTransformation, params, mesh: Mesh):
+  """The optimiser state of `params` (float32 moments): Adam's moments take the parameters'
+  shardings and counters are replicated, so every step sees the same committed input layout and
+  compiles once."""
+  shardings = opt_state_shardings(optimizer, params, jax.tree.map(lambda x: x.sharding, params), mesh)
+  return jax.jit(float32_init(optimizer), out_shardings=shardings)(params)
 
 
 def create_train_state(

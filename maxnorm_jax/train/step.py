@@ -100,11 +100,29 @@ def completion_pass(cfg: ModelConfig, temperature: float, params, prompt_ids, pr
   return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "temperature"))
-def sequence_logprobs(cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask):
-  """(logp, entropy) [B, N] of the completions under `params` (old policy or reference)."""
-  logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask)
-  return logp, entropy
+@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches"))
+def sequence_logprobs(
+  cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask, microbatches: int = 1
+):
+  """(logp, entropy) [B, N] of the completions under `params` (old policy or reference).
+
+  microbatches M > 1: the rows go through in M passes of B/M (rows i, i+M, ...: every pass keeps
+  the batch's row sharding), so activations are those of B/M rows.
+  """
+  if microbatches == 1:
+    logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask)
+    return logp, entropy
+  b = tokens.shape[0]
+
+  def split(x):  # [B, ...] -> [M, B/M, ...]
+    return x.reshape((b // microbatches, microbatches) + x.shape[1:]).swapaxes(0, 1)
+
+  def one(_, xs):
+    logp, entropy, _ = completion_pass(cfg, temperature, params, *xs)
+    return None, (logp, entropy)
+
+  _, (logp, entropy) = jax.lax.scan(one, None, tuple(map(split, (prompt_ids, prompt_mask, tokens, mask))))
+  return tuple(x.swapaxes(0, 1).reshape(b, -1) for x in (logp, entropy))
 
 
 # ------------------------------------------------------------------------------- advantage card

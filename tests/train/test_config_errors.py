@@ -47,6 +47,9 @@ def test_get_config_arguments(arg, message):
     ("eval", "pass_k", (1, 0), "config.eval.pass_k: must be a non-empty tuple of integers >= 1"),
     ("eval", "bootstrap_resamples", 1, "config.eval.bootstrap_resamples: must be an integer >= 2"),
     ("eval", "temperature", 0.0, "config.eval.temperature: must be > 0"),
+    ("model", "topology", "v5p-7", "config.model.topology: 'v5p-7': v5p-N counts TensorCores"),
+    ("model", "topology", "tpu9-8", "config.model.topology: 'tpu9-8': unknown TPU generation"),
+    ("model", "arch", {"model_type": "llama"}, "config.model.arch: unknown model_type 'llama'"),
   ],
 )
 def test_validate_names_the_key(section, key, value, message):
