@@ -147,6 +147,8 @@ def test_impossible_config_exits_1_naming_the_piece(tmp_path):
     "--config.rollout.max_new_tokens=8",
     "--config.rollout.group_size=2",
     "--config.train.minibatches=1",
+    "--config.train.grad_accum=1",
+    "--config.train.logprob_microbatches=1",
   ]
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 1, proc.stderr[-3000:]
