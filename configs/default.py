@@ -237,6 +237,9 @@ def get_config(arg=None):
   c.reward.verifier = verifier  # the task whose verifier scores a completion (arith*, code, math)
   c.reward.num_workers = 2  # verifier worker processes
   c.reward.timeout_s = 0.0  # per-completion verifier deadline in seconds (0 = the task's own default)
+  c.reward.worker_memory_mb = 4096  # address-space cap of each verifier worker in MiB (0 = none)
+  c.reward.max_rejected_frac = 0.5  # a step whose samples are more than this fraction unscored is reported loudly
+  c.reward.on_rejected = "warn"  # such a step: "warn" (and train on what is left) or "stop" the run
 
   c.rollout = mlc.ConfigDict()
   c.rollout.group_size = 8  # samples per prompt (G), the group every estimator normalises within
@@ -288,6 +291,7 @@ def get_config(arg=None):
   c.train.minibatches = 4  # optimiser updates per epoch (the batch's sequences split evenly)
   c.train.grad_accum = 1  # microbatches accumulated into one minibatch's gradient
   c.train.logprob_microbatches = 1  # passes the old / reference log-probs of a batch take (bounds activations)
+  c.train.on_nonfinite = "skip"  # an update with a NaN/inf loss or gradient norm: "skip" it (logged) or "stop" the run
   c.train.update(preset.get("train", {}))  # the preset's microbatching on its slice (PLAN.md)
 
   c.optim = mlc.ConfigDict()

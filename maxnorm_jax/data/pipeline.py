@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import grain
 import numpy as np
@@ -106,11 +106,14 @@ def load_records(
   split: str = "train",
   seed: int = 0,
   builtin_n: int | None = None,
+  check_record: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> tuple[list[dict[str, Any]], LoadReport]:
   """Every valid record of the sources, formatted and tokenized, and the load's report.
 
   Each record gains `location` ("file:line"), `prompt_text` (the formatted prompt) and
-  `prompt_ids` (int32 array). A bad row raises `BadRowError` unless `skip_bad_rows`.
+  `prompt_ids` (int32 array). A bad row raises `BadRowError` unless `skip_bad_rows`; so does a
+  record for which `check_record` (e.g. "has its task a verifier, does its answer parse") returns
+  a reason (kind "unscorable").
   """
   fields = field_map(fields)
   prompt_format = prompt_format or PlainFormat()
@@ -122,6 +125,9 @@ def load_records(
       if isinstance(row, BadRowError):
         raise row
       record = validate_row(row, fields, location)
+      why = check_record(record) if check_record is not None else None
+      if why is not None:
+        raise BadRowError(location, f"cannot be scored: {why}", "unscorable")
       text, ids = prompt_format.encode(record, tokenizer)
       if len(ids) > max_prompt_len:
         raise BadRowError(
@@ -230,6 +236,7 @@ def build_pipeline(
   drop_remainder: bool = True,
   holdout_fraction: float = 0.0,
   holdout_cap: int | None = None,
+  check_record: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> PromptIterator:
   """The prompt batch iterator of `source` (see the module docstring).
 
@@ -250,6 +257,7 @@ def build_pipeline(
     holdout_fraction, holdout_cap: hold out the prompts `heldout.heldout_prompts` picks (hash of
       the prompt text below the fraction, at most `holdout_cap`): the iterator never yields them,
       they are its `heldout` records (one per prompt text). 0.0: nothing held out.
+    check_record: a record -> None, or why its row cannot be scored (a bad row, see `load_records`).
   """
   if batch_size < 1:
     raise ValueError(f"data.batch_size must be >= 1, got {batch_size}")
@@ -274,6 +282,7 @@ def build_pipeline(
     split=split,
     seed=seed,
     builtin_n=builtin_n,
+    check_record=check_record,
   )
   heldout: list[dict[str, Any]] = []
   if holdout_fraction:

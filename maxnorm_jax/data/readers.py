@@ -84,13 +84,17 @@ def read_jsonl(path: str) -> Iterator[tuple[str, Row]]:
 
 def read_parquet(path: str, batch_rows: int = 4096) -> Iterator[tuple[str, Row]]:
   """Rows of a Parquet file, read in record batches with pyarrow."""
+  import pyarrow as pa
   import pyarrow.parquet as pq
 
   index = 0
-  for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
-    for row in batch.to_pylist():
-      index += 1
-      yield f"{path}:row {index}", row
+  try:
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+      for row in batch.to_pylist():
+        index += 1
+        yield f"{path}:row {index}", row
+  except (pa.ArrowException, OSError) as e:  # truncated or not Parquet: name the file
+    raise ValueError(f"{path}: cannot read this Parquet file after {index} rows: {e}") from None
 
 
 def read_array_record(path: str) -> Iterator[tuple[str, Row]]:

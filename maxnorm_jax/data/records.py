@@ -77,6 +77,13 @@ def _lookup(row: Mapping[str, Any], path: str) -> Any:
 
 
 def _as_text(value: Any, field: str, column: str, location: str) -> str:
+  if field == "answer" and isinstance(value, float):
+    raise BadRowError(
+      location,
+      f"field 'answer' (column {column!r}) is a float ({value!r}); a float column turns 37 into '37.0' and "
+      "rounds others: store answers as strings (or integers)",
+      "wrong_type",
+    )
   if isinstance(value, bool) or not isinstance(value, (str, int, float)):
     raise BadRowError(
       location, f"field {field!r} (column {column!r}) must be a string, got {type(value).__name__}", "wrong_type"

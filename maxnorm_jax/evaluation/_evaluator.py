@@ -19,6 +19,7 @@ import numpy as np
 from maxnorm_jax.evaluation._sets import DEFAULT_SET, EvalSet
 from maxnorm_jax.evaluation._summary import is_correct, set_metrics
 from maxnorm_jax.sampling import Categorical, Greedy
+from maxnorm_jax.sampling.sampler import check_finite
 
 #: Tasks whose verifier names a final answer, so a majority vote over answers means something.
 ANSWER_TASKS = ("math", "arith", "arith_digits", "arith_noisy", "arith_mix")
@@ -80,6 +81,7 @@ class Evaluator:
     ids = np.repeat(batch["prompt_ids"], repeat, axis=0)
     mask = np.repeat(batch["prompt_mask"], repeat, axis=0)
     _, _, out = self.sample(params, ids, mask, key, method)
+    check_finite(out)  # garbage token ids from a diverged policy must not reach the tokenizer
     tokens, lengths = _host(out.tokens), _host(out.lengths)
     texts = [self.tokenizer.decode(tokens[i, : lengths[i]].tolist(), skip_special_tokens=True) for i in range(len(ids))]
     items = [(t, records[i // repeat]) for i, t in enumerate(texts)]

@@ -137,6 +137,11 @@ def _checkpoint_files(path: str) -> dict[str, Any]:
     with open(index_path) as f:
       weight_map = json.load(f)["weight_map"]
     for name, file in weight_map.items():
+      if not isinstance(file, str) or os.path.basename(file) != file or file in ("", ".", ".."):
+        raise ValueError(
+          f"{index_path}: weight_map names {file!r} for tensor {name!r}; it must be a plain file name "
+          "inside the checkpoint directory"
+        )
       if file not in opened:
         full = os.path.join(path, file)
         if not os.path.exists(full):

@@ -153,6 +153,9 @@ TASK_VERIFIERS: dict[str, Callable[..., Any]] = {
   "math": MathTaskVerifier,
 }
 
+#: The tasks this module defines; others in TASK_VERIFIERS were registered by the user.
+BUILTIN_TASKS = tuple(TASK_VERIFIERS)
+
 #: Default wall-clock deadlines (seconds) of the pool per item, by task.
 MATH_TIMEOUT_S = 5.0
 CODE_TIMEOUT_S = 5.0
@@ -199,6 +202,55 @@ def deadline_for(record: dict[str, Any]) -> float:
   if task == "code":
     return _cached("code").verifier.deadline_s(record.get("tests", ""))
   return SIMPLE_TIMEOUT_S
+
+
+def check_record(record: dict[str, Any], default_task: str | None = None) -> str | None:
+  """Why `record` cannot be scored by its task's verifier (None when it can): an unknown task, an
+  arith answer that is not an integer literal, an empty math answer, a code row without tests.
+  Run at load time, so an unscorable row is named by its file and line before training starts."""
+  task = record.get("task") or default_task
+  if task not in TASK_VERIFIERS:
+    return f"no verifier for task {task!r}; known: {task_names()}"
+  answer = str(record.get("answer", "")).strip()
+  if task in ("arith", "arith_digits", "arith_noisy") and _as_int(answer) is None:
+    return f"task {task!r} needs an integer answer, got {record.get('answer')!r}"
+  if task == "math" and not answer:
+    return "task 'math' needs a non-empty answer"
+  if task == "code" and not record.get("tests"):
+    return "task 'code' needs tests"
+  return None
+
+
+def importable_verifiers() -> dict[str, Callable[..., Any]]:
+  """The user-registered entries of TASK_VERIFIERS, to be installed in each pool worker (a fresh
+  interpreter that only sees the built-in ones). ValueError for a factory a worker cannot import."""
+  import importlib
+
+  extra = {k: v for k, v in TASK_VERIFIERS.items() if k not in BUILTIN_TASKS}
+  for name, factory in extra.items():
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    found = None
+    if module and module != "__main__" and "<locals>" not in qualname:
+      try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+          found = getattr(found, part)
+      except (ImportError, AttributeError):
+        found = None
+    if found is not factory:
+      raise ValueError(
+        f"TASK_VERIFIERS[{name!r}] = {factory!r} was registered in this process, but verifier pool workers are "
+        f"fresh interpreters and cannot import it (module {module!r}, name {qualname!r}); define it at the top "
+        "level of an importable module"
+      )
+  return extra
+
+
+def install_then_warmup(extra: dict[str, Callable[..., Any]], then: Callable[[], Any] | None) -> None:
+  """A pool worker's start: register the parent's extra verifiers, then run the usual warm-up."""
+  TASK_VERIFIERS.update(extra)
+  if then is not None:
+    then()
 
 
 def warmup() -> None:

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import re
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_OR_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
 _INT = re.compile(r"-?\d+")
 
 
 def last_boxed(text: str) -> str | None:
-  """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`), braces balanced; else None."""
-  found = None
-  for m in _BOXED.finditer(text):
-    depth, i = 1, m.end()
-    while i < len(text) and depth:
-      if text[i] == "{":
-        depth += 1
-      elif text[i] == "}":
-        depth -= 1
-      i += 1
-    if depth == 0:
-      found = text[m.end() : i - 1]
+  """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`), braces balanced; else None.
+
+  "Last" is by where the `\\boxed{` starts (so the inner one of nested boxes wins). One pass with a
+  stack of open braces: linear in the text (scanning forward from every `\\boxed{` was quadratic).
+  """
+  stack: list[int] = []  # per open brace: where its box's content starts, or -1 for a plain brace
+  best_start, found = -1, None
+  for m in _BRACE_OR_BOXED.finditer(text):
+    token = m.group()
+    if token == "}":
+      if stack:
+        start = stack.pop()
+        if start > best_start:
+          best_start, found = start, text[start : m.start()]
+    elif token == "{":
+      stack.append(-1)
+    else:
+      stack.append(m.end())
   return found
 
 

@@ -24,6 +24,7 @@ handle with `wait(pool, ...)` gets an error instead of blocking forever.
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import multiprocessing.connection as mpc
 import threading
@@ -34,10 +35,12 @@ import numpy as np
 
 from maxnorm_jax.rewards import builtin
 from maxnorm_jax.rewards.score import REJECTED, RejectionCounter, Score, check_reward
-from maxnorm_jax.rewards.worker import WorkerProcess
+from maxnorm_jax.rewards.worker import WorkerProcess, remove_stale_folders
 
 #: Consecutive worker deaths before "ready" after which the pool gives up (no respawn loop).
 MAX_START_FAILURES = 3
+#: Each worker's default address-space cap (MiB): a verifier blowing up on one input gets MemoryError.
+DEFAULT_WORKER_MEMORY_MB = 4096
 #: The longest per-item deadline the pool accepts (seconds); longer ones reject the item.
 MAX_DEADLINE_S = 3600.0
 #: The longest single wait of the dispatcher (seconds), far below what `mpc.wait` accepts.
@@ -104,8 +107,8 @@ class PoolHandle:
 class _Slot:
   """One worker process and what it is doing."""
 
-  def __init__(self, fn, warmup):
-    self.worker = WorkerProcess(fn, warmup)
+  def __init__(self, fn, warmup, memory_mb=None):
+    self.worker = WorkerProcess(fn, warmup, memory_mb)
     self.ready = False
     self.job: tuple[PoolHandle, int, dict] | None = None
     self.deadline = 0.0
@@ -122,6 +125,8 @@ class VerifierPool:
     timeout_s: per-item wall-clock deadline: a number, or a function of the record; default
       `builtin.deadline_for`.
     warmup: importable function each worker runs once at start (default: import math-verify).
+    memory_mb: address-space cap of each worker (MemoryError past it: the item is rejected);
+      None: no cap.
   """
 
   def __init__(
@@ -130,11 +135,18 @@ class VerifierPool:
     score_fn: Callable[[str, Any], Any] = builtin.score_record,
     timeout_s: float | Callable[[Any], float] | None = None,
     warmup: Callable[[], Any] | None = builtin.warmup,
+    memory_mb: int | None = DEFAULT_WORKER_MEMORY_MB,
   ):
     if num_workers < 1:
       raise ValueError("num_workers must be >= 1")
+    if score_fn is builtin.score_record:
+      extra = builtin.importable_verifiers()  # ValueError when a worker could not import one
+      if extra:
+        warmup = functools.partial(builtin.install_then_warmup, extra, warmup)
     self._fn = score_fn
     self._warmup = warmup
+    self._memory_mb = memory_mb
+    remove_stale_folders()
     self._timeout = builtin.deadline_for if timeout_s is None else timeout_s
     if not callable(self._timeout):
       check_deadline(self._timeout)
@@ -148,7 +160,7 @@ class VerifierPool:
     self._lock = threading.Lock()
     self._wake_r, self._wake_w = mpc.Pipe(duplex=False)
     self._closed = False
-    self._slots = [_Slot(score_fn, warmup) for _ in range(num_workers)]
+    self._slots = [_Slot(score_fn, warmup, memory_mb) for _ in range(num_workers)]
     self._thread = threading.Thread(target=self._loop, name="verifier-pool", daemon=True)
     self._thread.start()
 
@@ -211,7 +223,7 @@ class VerifierPool:
 
   def _replace(self, i: int) -> None:
     self._slots[i].worker.kill()
-    self._slots[i] = _Slot(self._fn, self._warmup)
+    self._slots[i] = _Slot(self._fn, self._warmup, self._memory_mb)
     self.replaced += 1
 
   def _finish(self, slot: _Slot, score: Score) -> None:

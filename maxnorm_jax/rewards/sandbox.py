@@ -58,14 +58,24 @@ for p in /proc/[0-9]*; do
   [ "$n" = 1 ] && continue
   st=""
   read -r st < "$p/stat" 2>/dev/null || continue
-  case "$st" in *") Z "*) continue;; esac
+  # The state follows the LAST ")": the command name before it may itself hold ") Z ".
+  case "${st##*)}" in " Z "*) continue;; esac
   exit 125
 done
 exit $rc
 """
 
-#: World-writable host folders hidden behind empty read-only tmpfs mounts (root/userns modes).
-_MASKED_DIRS = ("/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+#: Host folders hidden behind empty read-only tmpfs mounts (root/userns modes): the world-writable
+#: ones, and /run (with /var/run, its usual link), where the host's unix-domain sockets live (dbus,
+#: docker, systemd); a socket elsewhere that others may write to stays reachable (SANDBOX.md).
+_MASKED_DIRS = ("/tmp", "/dev/shm", "/run", "/var/run", "/run/lock", "/var/lock", "/dev/mqueue")
+
+
+def _mask_targets(dirs=_MASKED_DIRS) -> list[str]:
+  """The real folders to mask: links resolved, duplicates and folders inside another dropped."""
+  real = sorted({os.path.realpath(d) for d in dirs if os.path.isdir(d)})
+  return [d for d in real if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in real)]
+
 
 #: The init's exit status when the program left processes behind (they are killed regardless).
 LEFTOVER_STATUS = 125
@@ -308,7 +318,7 @@ class Sandbox:
           raise ValueError(f"sandbox file names must be plain names, got {name!r}")
         with open(os.path.join(prog_dir, name), "w") as f:
           f.write(text)
-      masks = [d for d in _MASKED_DIRS if os.path.isdir(d)]
+      masks = _mask_targets()
       with open(os.path.join(host, "masks.fstab"), "w") as f:
         for d in masks:
           f.write(f"empty {d} tmpfs size=1m,mode=0755,ro,nosuid,nodev,noexec 0 0\n")

@@ -36,11 +36,26 @@ def _set_parent_death_signal() -> None:
     pass
 
 
-def _entry(fd: int) -> None:
+def _limit_memory(memory_mb: int | None) -> None:
+  """Caps this process's address space (soft RLIMIT_AS): a runaway verifier gets MemoryError, not
+  the host's memory. Only the soft limit, so a sandbox started from here may set its own."""
+  if not memory_mb:
+    return
+  import resource
+
+  _, hard = resource.getrlimit(resource.RLIMIT_AS)
+  limit = int(memory_mb) << 20
+  if hard != resource.RLIM_INFINITY:
+    limit = min(limit, hard)
+  resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _entry(fd: int, memory_mb: int | None = None) -> None:
   """The child's main: receive the function, then loop on args -> ("ok", value) | ("error", text)."""
   global IN_WORKER
   IN_WORKER = True
   _set_parent_death_signal()
+  _limit_memory(memory_mb)
   import logging
 
   logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -67,6 +82,41 @@ def _entry(fd: int) -> None:
 
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TMP_PREFIX = "maxnorm_worker_"
+
+
+def _pid_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def remove_stale_folders(tmp: str | None = None) -> list[str]:
+  """Removes this user's `maxnorm_worker_<pid>_*` folders whose owner process <pid> is gone (a
+  SIGKILLed trainer cannot clean up; its workers die with it); returns the folders removed."""
+  tmp = tmp or tempfile.gettempdir()
+  removed = []
+  try:
+    names = os.listdir(tmp)
+  except OSError:
+    return removed
+  for name in names:
+    if not name.startswith(_TMP_PREFIX):
+      continue
+    owner = name[len(_TMP_PREFIX) :].split("_", 1)[0]
+    path = os.path.join(tmp, name)
+    try:
+      if not owner.isdigit() or os.stat(path).st_uid != os.getuid() or _pid_alive(int(owner)):
+        continue
+    except OSError:
+      continue
+    shutil.rmtree(path, ignore_errors=True)
+    removed.append(path)
+  return removed
 
 
 class WorkerProcess:
@@ -74,10 +124,10 @@ class WorkerProcess:
 
   The child is a fresh `python -c` process (not a fork, so a parent holding JAX threads is safe,
   and not multiprocessing's spawn, so the caller's __main__ is never re-imported). It is killed by
-  the kernel if this process dies.
+  the kernel if this process dies. `memory_mb` caps its address space (None: no cap).
   """
 
-  def __init__(self, fn: Callable[..., Any], warmup: Callable[[], Any] | None = None):
+  def __init__(self, fn: Callable[..., Any], warmup: Callable[[], Any] | None = None, memory_mb: int | None = None):
     parent_sock, child_sock = socket.socketpair()
     env = dict(os.environ)
     # The child imports `fn` by name: give it this package and every folder this process imports from.
@@ -85,11 +135,12 @@ class WorkerProcess:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     # The child's temporary files (sandbox folders included) live in a folder of its own, which
     # kill() removes: a child killed mid-run cannot clean up after itself.
-    self.tmpdir = tempfile.mkdtemp(prefix="maxnorm_worker_")
+    # Named after this process, so that a later run can remove it if this one is SIGKILLed.
+    self.tmpdir = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}_")
     env["TMPDIR"] = self.tmpdir
     fd = child_sock.fileno()
     self.process = subprocess.Popen(
-      [sys.executable, "-c", f"from maxnorm_jax.rewards.worker import _entry; _entry({fd})"],
+      [sys.executable, "-c", f"from maxnorm_jax.rewards.worker import _entry; _entry({fd}, {memory_mb!r})"],
       pass_fds=(fd,),
       env=env,
       stdin=subprocess.DEVNULL,

@@ -42,7 +42,9 @@ class SampleOutput:
   tokens [B, N] int32 (padding after the end), logprobs [B, N] float32 (0 where masked),
   mask [B, N] bool (the tokens up to and including eos), lengths [B] int32,
   truncated [B] bool (True when max_new_tokens was reached without eos),
-  decode_steps [] int32: iterations the decode loop ran (it stops once every sequence ended).
+  decode_steps [] int32: iterations the decode loop ran (it stops once every sequence ended),
+  nonfinite_logits [] bool: some live row's logits held a NaN or an infinity (the samples are then
+  garbage: `check_finite(out)` raises; computed on device, read once per call, not per step).
   """
 
   tokens: jax.Array
@@ -51,6 +53,7 @@ class SampleOutput:
   lengths: jax.Array
   truncated: jax.Array
   decode_steps: jax.Array
+  nonfinite_logits: jax.Array
 
 
 @struct.dataclass
@@ -66,6 +69,7 @@ class DecodeState:
   positions: jax.Array  # [B]: position of the token fed in the next step
   step: jax.Array  # scalar: index of the token the next step samples
   key: jax.Array
+  nonfinite: jax.Array  # scalar bool: some live row sampled from non-finite logits
 
 
 def _head_logits(cfg: ModelConfig, w, h: jax.Array) -> jax.Array:
@@ -90,7 +94,8 @@ def _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, w, prompt
     caches.append((constrain(kc, KV_CACHE_AXES[0], mesh, rules), constrain(vc, KV_CACHE_AXES[1], mesh, rules)))
   h = layers.rms_norm(x[:, -1], w["final_norm"].astype(x.dtype), cfg.rms_norm_eps)
   key, sub = jax.random.split(key)
-  token, logp = method.sample(_head_logits(cfg, w, h), sub)
+  logits = _head_logits(cfg, w, h)
+  token, logp = method.sample(logits, sub)
   done = token == eos_id if eos_id is not None else jnp.zeros((b,), bool)
   tokens = jnp.full((b, n), pad_id, jnp.int32).at[:, 0].set(token)
   return DecodeState(
@@ -103,6 +108,7 @@ def _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, w, prompt
     positions=positions[:, -1] + 1,
     step=jnp.ones((), jnp.int32),
     key=key,
+    nonfinite=~jnp.all(jnp.isfinite(logits)),
   )
 
 
@@ -154,6 +160,7 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState) -> D
       positions=st.positions + 1,
       step=step + 1,
       key=key,
+      nonfinite=st.nonfinite | ~jnp.all(jnp.isfinite(logits) | st.done[:, None]),
     )
 
   return jax.lax.while_loop(cond, body, state)
@@ -253,4 +260,14 @@ def generate_from_weights(
     lengths=lengths,
     truncated=~state.done,
     decode_steps=state.step - 1,
+    nonfinite_logits=state.nonfinite,
   )
+
+
+def check_finite(out: SampleOutput) -> None:
+  """FloatingPointError when `out` was sampled from NaN or infinite logits (one scalar read)."""
+  if bool(jax.device_get(out.nonfinite_logits)):
+    raise FloatingPointError(
+      "sampling: the policy's logits held NaN or infinite values, so the sampled token ids are garbage "
+      "(the weights have diverged: lower optim.lr, or check the checkpoint the run started from)"
+    )

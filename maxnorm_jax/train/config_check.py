@@ -3,6 +3,7 @@ with a message naming the config key."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from maxnorm_jax.core import advantages, losses, protocol
@@ -12,6 +13,7 @@ from maxnorm_jax.train import config_drift
 from maxnorm_jax.train.optimizer import SCHEDULES
 
 FILTER_MODES = ("none", "drop", "resample")
+NONFINITE_ACTIONS = ("skip", "stop")
 KL_PLACES = ("loss", "reward")
 REQUIRED_SECTIONS = (
   "model",
@@ -87,11 +89,47 @@ def _check_eval(c: Any) -> None:
     _fail("eval.temperature", f"must be > 0 (greedy completions are always scored too), got {c.eval.temperature!r}")
 
 
+def _finite_numbers(c: Any) -> None:
+  """Every number anywhere in the config must be finite (NaN compares False with everything, so a
+  NaN would slip past each range check below)."""
+  for key, value in config_drift.flatten(config_drift.plain(c)).items():
+    if isinstance(value, float) and not math.isfinite(value):
+      _fail(key, f"must be a finite number, got {value!r}")
+
+
+def _in_range(c, key: str, low: float, high: float, low_open: bool = False, high_open: bool = False):
+  section, name = key.split(".")
+  value = c[section][name]
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+  ok = ok and (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+  if not ok:
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    _fail(key, f"must lie in {interval}, got {value!r}")
+
+
+#: Estimator parameters with a range: name -> (test, what the message says).
+_PARAM_RANGES = {
+  "tau_res": (lambda v: v > 0, "must be > 0"),
+  "quantile": (lambda v: 0 < v <= 1, "must lie in (0, 1]"),
+  "beta_comp_max": (lambda v: v > 0, "must be > 0"),
+  "gamma": (lambda v: v >= 0, "must be >= 0"),
+}
+
+
+def _estimator_params(c) -> None:
+  for key, value in c.advantage.params.items():
+    if key in _PARAM_RANGES:
+      test, what = _PARAM_RANGES[key]
+      if not isinstance(value, (int, float)) or isinstance(value, bool) or not test(value):
+        _fail(f"advantage.params.{key}", f"{what}, got {value!r}")
+
+
 def validate(c: Any) -> None:
   """Raises ConfigError naming the first invalid key."""
   for s in REQUIRED_SECTIONS:
     if s not in c:
       _fail(s, "missing section")
+  _finite_numbers(c)
   # model and mesh
   _choice(c, "model.kind", ("tiny", "hf"))
   if c.model.kind == "hf" and not c.model.path:
@@ -126,6 +164,9 @@ def validate(c: Any) -> None:
       "reward.timeout_s",
       f"must be a finite number of seconds <= {MAX_DEADLINE_S:g} (0: per-task default), got {c.reward.timeout_s!r}",
     )
+  _positive_int(c, "reward.worker_memory_mb", 0)
+  _in_range(c, "reward.max_rejected_frac", 0.0, 1.0)
+  _choice(c, "reward.on_rejected", ("warn", "stop"))
   # advantage, protocol, filter
   name = c.advantage.estimator
   if name not in advantages.names():
@@ -134,6 +175,7 @@ def validate(c: Any) -> None:
   for key in c.advantage.params:
     if key not in allowed:
       _fail(f"advantage.params.{key}", f"estimator {name!r} takes {sorted(allowed)}")
+  _estimator_params(c)
   if not c.protocol.delta_res > 0:
     _fail("protocol.delta_res", f"must be > 0, got {c.protocol.delta_res!r}")
   _choice(c, "protocol.zero_group", protocol.ZERO_GROUP_MODES)
@@ -141,6 +183,7 @@ def validate(c: Any) -> None:
   _positive_int(c, "filter.max_rounds")
   _nonneg(c, "filter.collapse_std")
   _positive_int(c, "overlong.buffer_len")
+  _nonneg(c, "overlong.penalty_factor")
   if c.overlong.buffer_len > c.rollout.max_new_tokens:
     _fail("overlong.buffer_len", f"{c.overlong.buffer_len} exceeds rollout.max_new_tokens={c.rollout.max_new_tokens}")
   # loss
@@ -170,8 +213,16 @@ def validate(c: Any) -> None:
       "train.logprob_microbatches",
       f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.train.logprob_microbatches} passes",
     )
+  _choice(c, "train.on_nonfinite", NONFINITE_ACTIONS)
   if not c.optim.lr > 0:
     _fail("optim.lr", f"must be > 0, got {c.optim.lr!r}")
+  _in_range(c, "optim.end_lr_frac", 0.0, 1.0)
+  _in_range(c, "optim.b1", 0.0, 1.0, high_open=True)
+  _in_range(c, "optim.b2", 0.0, 1.0, high_open=True)
+  _in_range(c, "optim.eps", 0.0, 1.0, low_open=True)
+  if not c.sft.lr > 0:
+    _fail("sft.lr", f"must be > 0, got {c.sft.lr!r}")
+  _positive_int(c, "sft.warmup_steps", 0)
   _positive_int(c, "optim.warmup_steps", 0)
   _choice(c, "optim.schedule", SCHEDULES)
   _nonneg(c, "optim.weight_decay")

@@ -7,6 +7,7 @@ minibatches with exact gradient accumulation -> optax update -> metrics, cards, 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -24,7 +25,9 @@ from maxnorm_jax.evaluation import Evaluator, build_eval_sets, eval_prompt_rows
 from maxnorm_jax.models import create_model, hf
 from maxnorm_jax.parallel import make_mesh, replicated_array, rows_array, take_rows
 from maxnorm_jax.rewards import VerifierPool
+from maxnorm_jax.rewards import builtin as rewards_builtin
 from maxnorm_jax.sampling import Categorical, generate_from_weights
+from maxnorm_jax.sampling.sampler import check_finite
 from maxnorm_jax.train import config_drift, specs
 from maxnorm_jax.train import rollout as ro
 from maxnorm_jax.train import sft as sft_lib
@@ -44,11 +47,16 @@ HF_HOME_ENV = "MAXNORM_HF_HOME"
 
 
 def resolve_path(path: str, key: str) -> str:
-  """`hf://org/name` -> $MAXNORM_HF_HOME/org/name (default ~/hf); the directory must exist."""
+  """`hf://org/name` -> $MAXNORM_HF_HOME/org/name (default ~/hf); the directory must exist and lie
+  inside that folder (no absolute names, no "..", no link out of it)."""
   if not path.startswith("hf://"):
     return path
   home = os.path.expanduser(os.environ.get(HF_HOME_ENV, "~/hf"))
-  resolved = os.path.join(home, path[len("hf://") :])
+  name = path[len("hf://") :]
+  resolved = os.path.join(home, name)
+  inside = os.path.realpath(home).rstrip(os.sep) + os.sep
+  if not name or os.path.isabs(name) or not os.path.realpath(resolved).startswith(inside):
+    raise ValueError(f"config.{key}: {path} names a folder outside ${HF_HOME_ENV} ({home}); use hf://org/name")
   if not os.path.isdir(resolved):
     raise FileNotFoundError(
       f"config.{key}: {path} -> {resolved} does not exist; download the checkpoint there "
@@ -84,6 +92,9 @@ class Trainer:
     )
     self.fields = c.data.fields or None
     self.source = self._resolve_source(c.data.source)
+    # Rows the verifier cannot score (unknown task, unparsable answer) fail at load time, by file and line.
+    self.check_record = functools.partial(rewards_builtin.check_record, default_task=self.task_default)
+    self.first_rejection: str | None = None
     self.prompt_format = make_format(fmt)
     self.pipeline = build_pipeline(
       self.source,
@@ -98,6 +109,7 @@ class Trainer:
       max_prompt_len=c.data.max_prompt_len,
       builtin_n=c.data.builtin_n or None,
       **self._holdout(),
+      check_record=self.check_record,
     )
 
     # ---- model, optimiser, state
@@ -140,7 +152,9 @@ class Trainer:
       temperature=float(c.rollout.temperature), top_p=float(c.rollout.top_p), top_k=int(c.rollout.top_k)
     )
     self.pool = VerifierPool(
-      num_workers=c.reward.num_workers, timeout_s=c.reward.timeout_s if c.reward.timeout_s > 0 else None
+      num_workers=c.reward.num_workers,
+      timeout_s=c.reward.timeout_s if c.reward.timeout_s > 0 else None,
+      memory_mb=c.reward.worker_memory_mb or None,
     )
     self.eval_sets = build_eval_sets(
       c,
@@ -215,6 +229,7 @@ class Trainer:
 
   def _submit(self, out, records: list[dict]):
     """Decodes this process's rows of `out` and queues them on the pool -> (handle, row indices)."""
+    check_finite(out)  # garbage token ids from a diverged policy must not reach the tokenizer
     tokens, idx = ro.local_rows(out.tokens)
     lengths, _ = ro.local_rows(out.lengths)
     texts = ro.decode_rows(self.tokenizer, tokens, lengths)
@@ -228,6 +243,10 @@ class Trainer:
     stop = self.preemption.is_set if interruptible and jax.process_count() == 1 else None
     self.pool.wait(handle, interrupted=stop)
     rewards, valid, _ = handle.arrays()
+    if self.first_rejection is None and not valid.all():
+      score = handle.result(0)[int(np.flatnonzero(~valid)[0])]
+      self.first_rejection = repr(score.info)[:500]
+      log.warning("the first rejected score of this run (left out of its group): %s", self.first_rejection)
     return ro.gather_rows(rewards, idx, total), ro.gather_rows(valid, idx, total)
 
   def _rollout_round(self, params, key):
@@ -481,6 +500,7 @@ class Trainer:
       max_prompt_len=c.data.max_prompt_len,
       builtin_n=c.data.builtin_n or None,
       **self._holdout(),
+      check_record=self.check_record,
     )
     opt = sft_lib.sft_optimizer(float(c.sft.lr), int(c.sft.warmup_steps), int(c.sft.steps))
     params = self.state.params
@@ -566,6 +586,41 @@ def _print_eval(trainer: Trainer, step: int, metrics: dict) -> None:
     print(eval_line(step, metrics), flush=True)
 
 
+def _check_rejections(c, step: int, metrics: dict, first_reason: str | None) -> None:
+  """A loud warning (an error with reward.on_rejected="stop") when more than reward.max_rejected_frac
+  of the step's samples got no valid score: the batch then trains on little or no signal."""
+  frac = metrics.get("rejected", 0.0) / (c.data.batch_size * c.rollout.group_size)
+  if frac <= c.reward.max_rejected_frac:
+    return
+  message = (
+    f"step {step}: {frac:.0%} of the samples got no valid score (over reward.max_rejected_frac="
+    f"{c.reward.max_rejected_frac}); the first rejection of the run: {first_reason}"
+  )
+  if c.reward.on_rejected == "stop":
+    raise RuntimeError(message + "; stopping as config.reward.on_rejected='stop' asks")
+  log.warning("WARNING %s", message)
+
+
+def _check_nonfinite(c, step: int, metrics: dict) -> None:
+  """Logs updates skipped for a non-finite loss or gradient norm; raises if train.on_nonfinite="stop"."""
+  skipped = int(metrics.get("nonfinite_updates", 0))
+  if not skipped:
+    return
+  total = c.train.ppo_epochs * c.train.minibatches
+  log.warning(
+    "step %d: %d of %d updates had a non-finite loss or gradient norm and were skipped (train.on_nonfinite=%r)",
+    step,
+    skipped,
+    total,
+    c.train.on_nonfinite,
+  )
+  if c.train.on_nonfinite == "stop":
+    raise FloatingPointError(
+      f"step {step}: {skipped} of {total} updates had a non-finite loss or gradient norm; stopping as "
+      "config.train.on_nonfinite='stop' asks (the weights were not changed by them; the last checkpoint is intact)"
+    )
+
+
 #: The exit status of `python -m maxnorm_jax.main` after a SIGTERM stop (saved, not finished);
 #: 75 is EX_TEMPFAIL: run the same command again to resume.
 PREEMPTED_EXIT_CODE = 75
@@ -636,6 +691,8 @@ def train(config: Any, workdir: str) -> list[dict]:
         break
       metrics["verify/timeouts"] = float(trainer.pool.timeouts - counts[0])
       metrics["verify/crashes"] = float(trainer.pool.crashes - counts[1])
+      _check_nonfinite(c, trainer.step, metrics)
+      _check_rejections(c, trainer.step, metrics, trainer.first_rejection)
       if c.eval.every and (trainer.step % c.eval.every == 0 or trainer.step == c.train.steps):
         metrics.update(trainer.evaluate())
         _print_eval(trainer, trainer.step, metrics)

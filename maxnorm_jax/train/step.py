@@ -226,10 +226,17 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
     denom = jnp.maximum(sums["denominator"], 1e-9)
     g = jax.tree.map(lambda x: x / denom, g)
     grad_norm = optax.tree.norm(g)
-    updates, opt_state = spec.optimizer.update(g, opt_state, params)
-    params = optax.apply_updates(params, updates)
+    updates, new_opt_state = spec.optimizer.update(g, opt_state, params)
+    new_params = optax.apply_updates(params, updates)
+    # A non-finite loss or gradient norm must not reach the weights: that update is skipped (the
+    # trainer logs the count and, with train.on_nonfinite="stop", stops).
+    finite = jnp.isfinite(sums["loss"] / denom) & jnp.isfinite(grad_norm)
+    params, opt_state = jax.tree.map(
+      lambda n, o: jnp.where(finite, n, o), (new_params, new_opt_state), (params, opt_state)
+    )
     tokens = jnp.maximum(sums["tokens"], 1.0)
     out = dict(
+      nonfinite_updates=(~finite).astype(jnp.float32),
       loss=sums["loss"] / denom,
       reward_loss=sums["reward_loss"] / denom,
       kl_loss=sums["kl_loss"] / denom,
@@ -246,6 +253,7 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
   keys = jax.random.split(key, spec.ppo_epochs)
   (params, opt_state), per_update = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
   metrics = jax.tree.map(jnp.mean, per_update)
+  metrics["nonfinite_updates"] = jnp.sum(per_update["nonfinite_updates"])
   new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
   return new_state, metrics
 

@@ -361,3 +361,39 @@ def test_pipeline_from_config_dict_and_configdict():
     pipeline_from_config({"source": "builtin:arith", "batchsize": 3}, tok)
   with pytest.raises(KeyError, match="data.batch_size must be set"):
     pipeline_from_config({"source": "builtin:arith"}, tok)
+
+
+def test_unscorable_rows_fail_at_load_time_by_file_and_line(tmp_path):
+  """Issue 12.5: such rows used to load, score 0 (rejected) for every sample and train on nothing."""
+  import functools
+
+  from maxnorm_jax.rewards.builtin import check_record
+
+  check = functools.partial(check_record, default_task="arith")
+  floats = write_parquet(tmp_path / "f.parquet", [{"prompt": 36, "answer": 37.0, "task": "arith"}])
+  with pytest.raises(BadRowError, match=r"f.parquet:row 1: field 'answer' \(column 'answer'\) is a float \(37.0\)"):
+    load_records(floats, TOK, check_record=check)
+  ints = write_parquet(tmp_path / "i.parquet", [{"prompt": 36, "answer": 37, "task": "arith"}])
+  records, _ = load_records(ints, TOK, check_record=check)
+  assert records[0]["prompt"] == "36" and records[0]["answer"] == "37"
+  rows = [
+    GOOD[0],
+    {**GOOD[1], "task": "chess"},
+    {**GOOD[2], "answer": "x7"},
+    {**GOOD[3], "task": "math", "answer": " "},
+  ]
+  path = write_jsonl(tmp_path / "u.jsonl", rows)
+  with pytest.raises(BadRowError, match=r"u.jsonl:2: cannot be scored: no verifier for task 'chess'; known: \["):
+    load_records(path, TOK, check_record=check)
+  records, report = load_records(path, TOK, check_record=check, skip_bad_rows=True)
+  assert [r["location"] for r in records] == [f"{path}:1"]
+  assert report.metrics()["data/skipped/unscorable"] == 2 and report.metrics()["data/rows_skipped"] == 3
+  with pytest.raises(BadRowError, match=r"v.jsonl:1: cannot be scored: task 'arith' needs an integer answer, got 'x7'"):
+    load_records(write_jsonl(tmp_path / "v.jsonl", rows[2:3]), TOK, check_record=check)
+
+
+def test_a_truncated_parquet_names_the_file(tmp_path):
+  path = write_parquet(tmp_path / "t.parquet", GOOD)
+  os.truncate(path, os.path.getsize(path) // 2)
+  with pytest.raises(ValueError, match=r"t.parquet: cannot read this Parquet file after 0 rows"):
+    load_records(path, TOK)

@@ -34,3 +34,18 @@ def hostile_reward(completion, record):
 def deadline_of(record):
   """The per-item deadline the record asks for (inf, 2**31 s, -1, "x", ...)."""
   return record.get("deadline", 5.0)
+
+
+class ConstantVerifier:
+  """A user verifier registered in TASK_VERIFIERS by a test (importable, so workers can use it)."""
+
+  def score(self, completion, record):
+    from maxnorm_jax.rewards import Score
+
+    return Score(0.625, 0.125, {"user": True})
+
+
+def allocate(completion, record):
+  """Allocates record["mb"] MiB and returns 0.5 (a verifier blowing up on one input)."""
+  block = bytearray(int(record["mb"]) << 20)
+  return 0.5 if len(block) else 0.0

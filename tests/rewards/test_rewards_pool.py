@@ -245,3 +245,54 @@ def test_wait_is_interruptible(helper_pool):
   assert time.monotonic() - t0 < 0.9
   helper_pool.wait(handle)
   assert handle.result(0)[0].info["timeout"] is True
+
+
+def test_verifiers_registered_in_the_parent_reach_the_workers_or_are_refused(monkeypatch):
+  """Issue 12.5: a TASK_VERIFIERS entry added in the parent was invisible to the fresh workers."""
+  from rewards_pool_helpers import ConstantVerifier
+
+  from maxnorm_jax.rewards import TASK_VERIFIERS
+
+  monkeypatch.setitem(TASK_VERIFIERS, "const", ConstantVerifier)
+  with VerifierPool(num_workers=1, timeout_s=5.0, warmup=None) as pool:
+    score = pool.score([("anything", {"task": "const"})], timeout=60)[0]
+    assert score.valid and score.reward == 0.625 and score.info == {"user": True}
+
+  class Local:  # not importable by a worker
+    pass
+
+  monkeypatch.setitem(TASK_VERIFIERS, "local", Local)
+  with pytest.raises(ValueError, match=r"TASK_VERIFIERS\['local'\] = .* cannot import it"):
+    VerifierPool(num_workers=1, timeout_s=5.0, warmup=None)
+
+
+def test_a_worker_past_its_memory_cap_rejects_the_item_and_the_pool_goes_on():
+  """Issue 12.9: verifier workers had no memory limit (one 1 MB input reached 610 MB)."""
+  from rewards_pool_helpers import allocate
+
+  with VerifierPool(num_workers=1, score_fn=allocate, timeout_s=20.0, warmup=None, memory_mb=400) as pool:
+    big, small = pool.score([("x", {"mb": 800}), ("x", {"mb": 10})], timeout=60)
+    assert not big.valid and "MemoryError" in big.info["error"]
+    assert small.valid and small.reward == 0.5
+
+
+def test_folders_of_sigkilled_trainers_are_removed(tmp_path):
+  """Issue 12.9: each SIGKILLed trainer left one empty maxnorm_worker_* folder per worker."""
+  import subprocess
+  import tempfile
+
+  from maxnorm_jax.rewards.worker import remove_stale_folders
+
+  dead = subprocess.Popen(["true"])
+  dead.wait()
+  tmp = tempfile.gettempdir()
+  stale = tempfile.mkdtemp(prefix=f"maxnorm_worker_{dead.pid}_")
+  live = tempfile.mkdtemp(prefix=f"maxnorm_worker_{os.getpid()}_")
+  try:
+    removed = remove_stale_folders(tmp)
+    assert stale in removed and not os.path.exists(stale)
+    assert os.path.isdir(live) and live not in removed
+    with VerifierPool(num_workers=1, score_fn=slow_or_dead, timeout_s=5.0, warmup=None) as pool:
+      assert os.path.basename(pool._slots[0].worker.tmpdir).startswith(f"maxnorm_worker_{os.getpid()}_")
+  finally:
+    os.rmdir(live)

@@ -273,3 +273,40 @@ def test_folder_size_is_capped_by_its_tmpfs():
   sb = Sandbox(timeout_s=5, max_file_mb=4, tmpfs_mb=8)
   r = sb.run("for i in range(8):\n    open(f'f{i}', 'wb').write(b'0' * (3 << 20))\nprint('wrote')")
   assert r.returncode == 1 and b"No space left" in r.stderr and b"wrote" not in r.stdout
+
+
+@needs_root
+def test_host_unix_sockets_under_run_are_unreachable(verifier):
+  """Issue 12.9: /run (and /var/run) are masked, so the host's sockets there (dbus, docker) are out of reach."""
+  path = f"/run/maxnorm_test_{os.getpid()}_{secrets.token_hex(4)}.sock"
+  server = socket.socket(socket.AF_UNIX)
+  server.bind(path)
+  os.chmod(path, 0o777)
+  server.listen(1)
+  server.setblocking(False)
+  code = (
+    "import socket\nfor p in (%r, %r):\n    s = socket.socket(socket.AF_UNIX)\n    try:\n"
+    "        s.connect(p)\n        print('connected')\n    except OSError as e:\n        print('blocked', e.errno)"
+  ) % (path, path.replace("/run/", "/var/run/", 1))
+  try:
+    s = verifier.score(fenced(code), [{"input": "", "output": "blocked 2\nblocked 2"}])
+    assert s.reward == 1.0, s.info
+    with pytest.raises(BlockingIOError):
+      server.accept()
+  finally:
+    server.close()
+    os.remove(path)
+
+
+@needs_root
+def test_a_process_renamed_to_look_like_a_zombie_is_still_left_behind(verifier):
+  """Issue 12.9: the leftover check read the state after the first ")" of /proc/PID/stat."""
+  code = (
+    "import ctypes, os, time\nif os.fork() == 0:\n    ctypes.CDLL(None).prctl(15, b') Z ', 0, 0, 0)\n"
+    "    time.sleep(30)\n    os._exit(0)\ntime.sleep(0.2)\nprint('done')"
+  )
+  s = verifier.score(fenced(code), [{"input": "", "output": "done"}])
+  case = s.info["cases"][0]
+  assert s.reward == 0.0 and case["left_behind"] is True
+  time.sleep(0.2)
+  assert processes_of(case["uid"]) == []

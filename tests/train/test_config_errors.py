@@ -38,8 +38,19 @@ def test_get_config_arguments(arg, message):
     ("mesh", "pipeline", 2, "config.mesh.pipeline: unknown mesh axis"),
     ("overlong", "buffer_len", 99, "config.overlong.buffer_len: 99 exceeds rollout.max_new_tokens"),
     ("optim", "schedule", "linear", "config.optim.schedule: must be one of"),
-    ("reward", "timeout_s", float("inf"), "config.reward.timeout_s: must be a finite number of seconds"),
-    ("reward", "timeout_s", float("nan"), "config.reward.timeout_s: must be a finite number of seconds"),
+    ("reward", "timeout_s", float("inf"), "config.reward.timeout_s: must be a finite number"),
+    ("reward", "timeout_s", float("nan"), "config.reward.timeout_s: must be a finite number"),
+    # Non-finite numbers and out-of-range values (issue 12.4): NaN slipped past every `x > 0` check.
+    ("loss", "beta", float("nan"), "config.loss.beta: must be a finite number, got nan"),
+    ("loss", "beta", float("inf"), "config.loss.beta: must be a finite number, got inf"),
+    ("loss", "entropy_coef", float("nan"), "config.loss.entropy_coef: must be a finite number"),
+    ("optim", "lr", float("inf"), "config.optim.lr: must be a finite number"),
+    ("overlong", "penalty_factor", float("nan"), "config.overlong.penalty_factor: must be a finite number"),
+    ("overlong", "penalty_factor", -5.0, "config.overlong.penalty_factor: must be a number >= 0"),
+    ("protocol", "delta_res", float("inf"), "config.protocol.delta_res: must be a finite number"),
+    ("optim", "b2", 1.0, "config.optim.b2: must lie in [0, 1), got 1.0"),
+    ("eval", "temperature", 0.0, "config.eval.temperature: must be > 0"),
+    ("train", "on_nonfinite", "ignore", "config.train.on_nonfinite: must be one of ['skip', 'stop'], got 'ignore'"),
     ("reward", "timeout_s", 2.0**31 / 1000, "config.reward.timeout_s: must be a finite number of seconds"),
     ("data", "eval_fraction", 1.0, "config.data.eval_fraction: must be a number in [0, 1)"),
     ("eval", "sets", "heldout=x.jsonl", "config.eval.sets: set name 'heldout' is taken"),
@@ -64,6 +75,14 @@ def test_estimator_parameters_are_checked_by_name():
   c = runlocal_config("grpo")
   c.advantage.params.tau_res = 0.1  # grpo takes no tau_res
   with pytest.raises(ConfigError, match=r"config.advantage.params.tau_res: estimator 'grpo' takes"):
+    validate(c)
+
+
+@pytest.mark.parametrize("value, message", [(float("nan"), "must be a finite number"), (-0.1, "must be > 0")])
+def test_estimator_parameter_ranges(value, message):
+  c = runlocal_config("maxnorm_rloo")
+  c.advantage.params.tau_res = value
+  with pytest.raises(ConfigError, match=f"config.advantage.params.tau_res: {message}"):
     validate(c)
 
 

@@ -89,7 +89,7 @@ def test_local_rows_and_gather_cover_every_row(sampled):
   np.testing.assert_array_equal(ro.gather_rows(values, idx, 16), np.asarray(out.tokens))
 
 
-def _update_once(mesh, sampled, minibatches, grad_accum, aggregation):
+def _update_once(mesh, sampled, minibatches, grad_accum, aggregation, advantage_scale=1.0):
   params, ids, pm, out = sampled
   opt = optax.sgd(0.1)
   state = create_train_state(jax.tree.map(jnp.copy, params), opt, 0, {}, mesh)
@@ -104,7 +104,7 @@ def _update_once(mesh, sampled, minibatches, grad_accum, aggregation):
     loss_mask=out.mask,
     old_logp=old,
     ref_logp=old - 0.1,
-    advantages=rows_array(rng.normal(size=b).astype(np.float32), mesh, RULES),
+    advantages=rows_array((rng.normal(size=b) * advantage_scale).astype(np.float32), mesh, RULES),
     kl_weight=rows_array(np.ones(b, np.float32), mesh, RULES),
     takes_part=rows_array(np.arange(b) % 5 != 0, mesh, RULES),
   )
@@ -239,3 +239,33 @@ def test_run_banner_eval_line_sft_line_and_progress_bar(capsys):
   assert metrics.progress_bar([1, 2], 2, "SFT", enabled=False) == [1, 2]
   assert list(metrics.progress_bar([1, 2], 2, "SFT", enabled=True)) == [1, 2]
   assert "SFT" in capsys.readouterr().err  # tqdm draws on stderr
+
+
+def test_a_non_finite_update_is_skipped_and_counted(mesh, sampled):
+  """Issue 12.4: a NaN loss must not reach the weights (train.on_nonfinite skips or stops)."""
+  good, m_good = _update_once(mesh, sampled, 1, 1, "token-mean")
+  bad, m_bad = _update_once(mesh, sampled, 1, 1, "token-mean", advantage_scale=np.nan)
+  assert float(m_good["nonfinite_updates"]) == 0 and float(m_bad["nonfinite_updates"]) == 1
+  assert not np.isfinite(float(m_bad["loss"]))
+  params, *_ = sampled
+  for before, after in zip(jax.tree.leaves(params), jax.tree.leaves(bad.params)):
+    np.testing.assert_array_equal(np.asarray(before), np.asarray(after))  # skipped: weights unchanged
+  assert any(
+    not np.array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(good.params))
+  )
+
+
+def test_sampling_from_non_finite_logits_is_an_error(mesh, sampled):
+  from maxnorm_jax.sampling.sampler import check_finite
+
+  params, ids, pm, out = sampled
+  assert not bool(out.nonfinite_logits)
+  check_finite(out)
+  broken = {**params, "final_norm": params["final_norm"] * jnp.inf}
+  bad = generate_from_weights(
+    CFG, broken, ids, pm, jax.random.key(1), 5, method=Categorical(1.0), eos_id=2, pad_id=0, mesh=mesh, rules=RULES
+  )
+  assert bool(bad.nonfinite_logits)
+  with pytest.raises(FloatingPointError, match="logits held NaN or infinite values"):
+    check_finite(bad)
