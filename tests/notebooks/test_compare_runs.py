@@ -1,9 +1,14 @@
-"""notebooks/compare_runs on one small real runlocal sweep (root/<method>/seed<s>/)."""
+"""notebooks/compare_runs and the analysis CLI on one small real runlocal sweep (root/<method>/seed<s>/)."""
 
+import io
+import json
 import os
+import subprocess
 import sys
 
 import nbformat
+import numpy as np
+import pandas as pd
 import pytest
 
 from maxnorm_jax.testing import notebooks
@@ -30,6 +35,35 @@ def sweep(tmp_path_factory):
       c.log.tensorboard = False
       train(c, str(root / method / f"seed{seed}"))
   return str(root)
+
+
+def _last_eval(workdir, name="eval/reward_mean"):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  return [r[name] for r in rows if r.get(name) is not None][-1]
+
+
+def _cli(*args):
+  out = subprocess.run(
+    [sys.executable, "-m", "maxnorm_jax.analysis", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+  )
+  assert out.returncode == 0, out.stderr
+  return out.stdout
+
+
+def test_cli_on_a_real_sweep(sweep):
+  md = _cli("--root", sweep, "--table", "2", "--format", "md")
+  assert "| grpo | N | N | N |" in md and "| p90_protocol | Y | N | Y |" in md and "| maxnorm_rloo | Y | Y | Y |" in md
+  frame = pd.read_csv(io.StringIO(_cli("--root", sweep, "--table", "2", "--format", "csv"))).set_index("method")
+  for method in METHODS:
+    accs = [_last_eval(os.path.join(sweep, method, f"seed{s}")) for s in SEEDS]
+    assert frame.loc[method, "n_seeds"] == 2
+    assert frame.loc[method, "eval/reward_mean_mean"] == pytest.approx(np.mean(accs))
+    assert frame.loc[method, "eval/reward_mean_std"] == pytest.approx(np.std(accs, ddof=1))
+  t3 = pd.read_csv(io.StringIO(_cli("--root", sweep, "--table", "3", "--format", "csv"))).set_index("method")
+  assert t3.loc["maxnorm_rloo", "inv_scale_p99_mean"] <= 100.0 + 1e-3  # 1 / tau_res
+  tex = _cli("--root", sweep, "--table", "1", "--format", "latex")
+  assert r"\begin{tabular}" in tex and "tiny x arith\\_mix" in tex
 
 
 def test_notebook_executes_on_the_sweep(sweep):
