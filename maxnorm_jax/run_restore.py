@@ -31,8 +31,8 @@ def restored_trainer(config, workdir: str, step: int | None):
     step = steps[-1] if step is None else step
     if step not in steps:
       raise FileNotFoundError(f"--step={step}: {workdir} has checkpoints of steps {steps}")
-    state, _, _ = trainer.checkpointer.restore(step, trainer.state)
-    trainer.state, trainer.step = state, step
+    restored = trainer.checkpointer.restore_step(step, trainer.state)
+    trainer.state, trainer.step = restored.state, step
   except BaseException:
     trainer.close()
     raise

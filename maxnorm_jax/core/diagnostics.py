@@ -100,7 +100,7 @@ def small_gap_frac(rewards, mask=None, delta_res: float = 1e-2, std_threshold: f
 
 
 def low_variance_stats(card: AdvantageCard, rewards, mask, token_mask, logp, ref_logp, kind: str = "k3") -> dict:
-  """KL and 1/s_q tails restricted to the low-variance updated groups (DESIGN 3.5, seed 000's Table 3).
+  """KL and 1/s_q tails restricted to the low-variance updated groups (docs/DESIGN.md §3.5, seed 000's Table 3).
 
   rewards, mask [P, G]; token_mask, logp, ref_logp [B, T] with B = P * G (row q * G + i).
   Keys `lowvar_groups` (their count), `lowvar_kl_mean`, `lowvar_kl_p95`, `lowvar_inv_scale_p95`,

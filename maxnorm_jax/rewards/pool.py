@@ -272,7 +272,7 @@ class VerifierPool:
     return Score(0.0, 1.0, {"rejected": "error", "error": str(value)}, valid=False)
 
   def _run(self) -> None:
-    while not self._closed:
+    while not self._closed and not self.broken:
       self._dispatch()
       now = time.monotonic()
       busy = [s.deadline - now for s in self._slots if s.job is not None]
@@ -319,8 +319,10 @@ class VerifierPool:
           self._replace(i)
 
   def _break(self, why: str) -> None:
-    """Gives up: every queued item gets an invalid score saying why; submit() raises from now on."""
-    self.broken = why
+    """Gives up: every queued item gets an invalid score saying why; submit() raises from now on.
+    The first reason is kept (killing the workers can make the dispatcher fail a second time)."""
+    if not self.broken:
+      self.broken = why
     for slot in self._slots:
       try:
         slot.worker.kill()

@@ -97,6 +97,10 @@ class Checkpointer:
     reference = out["reference"] if reference_like is not None else None
     return Restored(step, out["state"], out["data"], reference, meta.get("config"), [])
 
+  def restore_step(self, step: int, state_like: Any, reference_like: Any = None) -> Restored:
+    """Restores and verifies one given `step`; raises NotIntact (or orbax's error) saying why it is not intact."""
+    return self._read_verified(step, state_like, reference_like)
+
   def restore_intact(self, state_like: Any, reference_like: Any = None) -> Restored | None:
     """The newest step that reads and verifies (None when there is no checkpoint at all); newer
     steps that fail are logged, one line each, and moved to `checkpoints_rejected/`. Raises

@@ -68,6 +68,7 @@ def test_training_never_sees_the_heldout_split_after_resume(file_run):
   source, workdir = file_run
   c = _config(source)
   c.train.steps = 4
+  c.checkpoint.allow_changed = "train.steps"  # a longer run resuming the same experiment
   trainer = Trainer(c, workdir)
   try:
     assert trainer.restore_or_start() and trainer.step == 2
