@@ -192,6 +192,19 @@ def _interpreter_candidates(unprivileged: bool = False) -> list[str]:
   return out
 
 
+def _namespace_argv(host: str, uid: int, tmpfs_mb: int, inner: list[str], map_root: bool) -> list[str]:
+  """The command that runs `inner` as _INIT_SCRIPT's child in fresh net/pid/mount/ipc/uts namespaces.
+
+  With map_root the namespaces are a user namespace's (unprivileged mode: uid 0 inside is the caller);
+  without it the caller is root and `inner` drops to `uid` itself. setpriv's parent-death signal kills
+  the namespace if this process dies.
+  """
+  namespaces = ["--map-root-user"] if map_root else []
+  namespaces += ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--uts"]
+  init = ["/bin/sh", "-c", _INIT_SCRIPT, "init", host, str(uid), str(tmpfs_mb)]
+  return ["setpriv", "--pdeathsig", "KILL", "--", "unshare", *namespaces, "--", *init, *inner]
+
+
 class Sandbox:
   """Runs untrusted Python programs under a wall-clock deadline, rlimits and namespaces.
 
@@ -346,57 +359,12 @@ class Sandbox:
           ]
           + py
         )
-        argv = [
-          "setpriv",
-          "--pdeathsig",
-          "KILL",
-          "--",
-          "unshare",
-          "--net",
-          "--pid",
-          "--fork",
-          "--kill-child",
-          "--mount",
-          "--mount-proc",
-          "--ipc",
-          "--uts",
-          "--",
-          "/bin/sh",
-          "-c",
-          _INIT_SCRIPT,
-          "init",
-          host,
-          str(uid),
-          str(self.tmpfs_mb),
-        ] + inner
+        argv = _namespace_argv(host, uid, self.tmpfs_mb, inner, map_root=False)
         cwd = "/"
       elif self.mode == "userns":
         env["HOME"] = "/var/tmp"
         inner = self._limits(timeout_s) + py
-        argv = [
-          "setpriv",
-          "--pdeathsig",
-          "KILL",
-          "--",
-          "unshare",
-          "--map-root-user",
-          "--net",
-          "--pid",
-          "--fork",
-          "--kill-child",
-          "--mount",
-          "--mount-proc",
-          "--ipc",
-          "--uts",
-          "--",
-          "/bin/sh",
-          "-c",
-          _INIT_SCRIPT,
-          "init",
-          host,
-          "0",
-          str(self.tmpfs_mb),
-        ] + inner
+        argv = _namespace_argv(host, 0, self.tmpfs_mb, inner, map_root=True)
         cwd = "/"
       else:
         env["HOME"] = prog_dir

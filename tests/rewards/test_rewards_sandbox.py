@@ -157,17 +157,22 @@ def test_killing_the_parent_fails_and_the_host_survives(verifier):
   assert verifier.score(fenced("print(5)"), [{"input": "", "output": "5"}]).reward == 1.0
 
 
+def assert_left_behind_and_killed(verifier, code: str) -> None:
+  """`code` leaves a process behind and prints 'done': the case scores 0, is marked, and the process dies."""
+  s = verifier.score(fenced(code), [{"input": "", "output": "done"}])
+  case = s.info["cases"][0]
+  assert s.reward == 0.0 and case["left_behind"] is True
+  time.sleep(0.2)
+  assert processes_of(case["uid"]) == []
+
+
 @needs_root
 def test_daemon_left_behind_scores_zero_and_is_killed(verifier):
   code = (
     "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
     "        time.sleep(30)\n    os._exit(0)\ntime.sleep(0.2)\nprint('done')"
   )
-  s = verifier.score(fenced(code), [{"input": "", "output": "done"}])
-  case = s.info["cases"][0]
-  assert s.reward == 0.0 and case["left_behind"] is True
-  time.sleep(0.2)
-  assert processes_of(case["uid"]) == []
+  assert_left_behind_and_killed(verifier, code)
 
 
 @needs_root
@@ -305,8 +310,4 @@ def test_a_process_renamed_to_look_like_a_zombie_is_still_left_behind(verifier):
     "import ctypes, os, time\nif os.fork() == 0:\n    ctypes.CDLL(None).prctl(15, b') Z ', 0, 0, 0)\n"
     "    time.sleep(30)\n    os._exit(0)\ntime.sleep(0.2)\nprint('done')"
   )
-  s = verifier.score(fenced(code), [{"input": "", "output": "done"}])
-  case = s.info["cases"][0]
-  assert s.reward == 0.0 and case["left_behind"] is True
-  time.sleep(0.2)
-  assert processes_of(case["uid"]) == []
+  assert_left_behind_and_killed(verifier, code)
