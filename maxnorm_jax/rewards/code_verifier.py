@@ -78,6 +78,19 @@ def count_asserts(tests: str) -> int:
   return sum(isinstance(node, ast.Assert) for node in ast.parse(tests).body)
 
 
+def _case_info(r, passed) -> dict[str, Any]:
+  """What a case's record keeps of a SandboxResult (the last 500 bytes of stderr)."""
+  return {
+    "passed": passed,
+    "timed_out": r.timed_out,
+    "returncode": r.returncode,
+    "left_behind": r.left_behind,
+    "uid": r.uid,
+    "wall_s": round(r.wall_s, 4),
+    "stderr": r.stderr[-500:].decode("utf-8", "replace"),
+  }
+
+
 class CodeVerifier:
   """Scores a completion's last Python block against tests, inside a `Sandbox`.
 
@@ -130,17 +143,7 @@ class CodeVerifier:
         and not r.left_behind
         and _normalise(r.stdout.decode("utf-8", "replace")) == _normalise(str(case.get("output", "")))
       )
-      cases.append(
-        {
-          "passed": ok,
-          "timed_out": r.timed_out,
-          "returncode": r.returncode,
-          "left_behind": r.left_behind,
-          "uid": r.uid,
-          "wall_s": round(r.wall_s, 4),
-          "stderr": r.stderr[-500:].decode("utf-8", "replace"),
-        }
-      )
+      cases.append(_case_info(r, passed=ok))
     return {"passed": sum(c["passed"] for c in cases), "cases": cases, "timed_out": any(c["timed_out"] for c in cases)}
 
   def _run_asserts(self, code: str, tests: str, total: int) -> dict[str, Any]:
@@ -152,12 +155,4 @@ class CodeVerifier:
       if len(parts) == 3 and parts[0] == nonce and parts[1] == "pass" and parts[2].isdigit():
         passed.add(int(parts[2]))
     passed = {k for k in passed if k < total} if not r.left_behind else set()
-    return {
-      "passed": len(passed),
-      "timed_out": r.timed_out,
-      "returncode": r.returncode,
-      "left_behind": r.left_behind,
-      "uid": r.uid,
-      "wall_s": round(r.wall_s, 4),
-      "stderr": r.stderr[-500:].decode("utf-8", "replace"),
-    }
+    return _case_info(r, passed=len(passed))
