@@ -1,7 +1,6 @@
 """The held-out split of a file dataset: deterministic, never yielded by the training pipeline (also
 from a restored state), and the evaluation sets' overlap with training."""
 
-import json
 import logging
 
 import pytest
@@ -9,14 +8,7 @@ import pytest
 from maxnorm_jax.data import CharTokenizer, build_pipeline
 from maxnorm_jax.data.heldout import heldout_prompts, prompt_hash
 from maxnorm_jax.evaluation import build_eval_sets, eval_prompt_rows, parse_sets
-
-
-def _write_rows(path, n=120):
-  with open(path, "w") as f:
-    for i in range(n):
-      a, b = divmod(i, 11)
-      f.write(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b), "task": "arith", "id": f"row{i}"}) + "\n")
-  return str(path)
+from maxnorm_jax.testing.datasets import write_arith_jsonl
 
 
 def test_heldout_prompts_by_hash_fraction_and_cap():
@@ -36,7 +28,7 @@ def test_heldout_prompts_by_hash_fraction_and_cap():
 
 
 def test_training_pipeline_never_yields_the_heldout_split_also_after_restore(tmp_path):
-  path = _write_rows(tmp_path / "train.jsonl")
+  path = write_arith_jsonl(tmp_path / "train.jsonl")
   kw = dict(
     tokenizer=CharTokenizer(), batch_size=7, seed=3, shard_index=0, shard_count=1, holdout_fraction=0.1, holdout_cap=8
   )
@@ -76,7 +68,7 @@ def _sets(c, path):
 
 
 def test_eval_sets_overlap_is_zero_on_the_split_and_warns_on_the_training_file(tmp_path, caplog):
-  path = _write_rows(tmp_path / "train.jsonl")
+  path = write_arith_jsonl(tmp_path / "train.jsonl")
   with caplog.at_level(logging.WARNING, logger="maxnorm_jax.evaluation"):
     sets = _sets(_config(path, sets="arith=builtin:arith"), path)
   assert [s.name for s in sets] == ["heldout", "arith"]

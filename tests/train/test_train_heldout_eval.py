@@ -8,15 +8,8 @@ import os
 import pytest
 from trainer_helpers import read_rows, runlocal_config
 
+from maxnorm_jax.testing.datasets import write_arith_jsonl
 from maxnorm_jax.train import Trainer, train
-
-
-def _write_rows(path, n=120):
-  with open(path, "w") as f:
-    for i in range(n):
-      a, b = divmod(i, 11)
-      f.write(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b), "task": "arith", "id": f"row{i}"}) + "\n")
-  return str(path)
 
 
 def _config(source, **data):
@@ -38,7 +31,7 @@ def _config(source, **data):
 @pytest.fixture(scope="module")
 def file_run(tmp_path_factory):
   root = tmp_path_factory.mktemp("heldout_run")
-  source = _write_rows(root / "train.jsonl")
+  source = write_arith_jsonl(root / "train.jsonl")
   workdir = str(root / "run")
   train(_config(source), workdir)
   return source, workdir
