@@ -14,20 +14,14 @@ from launch_helpers import LAUNCH, PROBE, ROOT, load_launch_module
 cpu_pod = load_launch_module("cpu_pod")
 
 
+def pod_command(*flags, mode, devices_per_process=2) -> list[str]:
+  """A 2-process pod running the probe script in `mode`."""
+  pod = ["--processes", "2", "--devices-per-process", str(devices_per_process)]
+  return [sys.executable, str(LAUNCH / "cpu_pod.py"), *pod, *flags, "--script", str(PROBE), "--", mode]
+
+
 def launch(*flags, mode, timeout=60):
-  cmd = [
-    sys.executable,
-    str(LAUNCH / "cpu_pod.py"),
-    "--processes",
-    "2",
-    "--devices-per-process",
-    "2",
-    *flags,
-    "--script",
-    str(PROBE),
-    "--",
-    mode,
-  ]
+  cmd = pod_command(*flags, mode=mode)
   start = time.monotonic()
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
   return proc, time.monotonic() - start
@@ -96,18 +90,7 @@ def test_process_ignoring_sigterm_is_killed_after_the_grace_period():
 
 
 def test_sigterm_is_forwarded_to_every_process():
-  cmd = [
-    sys.executable,
-    str(LAUNCH / "cpu_pod.py"),
-    "--processes",
-    "2",
-    "--devices-per-process",
-    "1",
-    "--script",
-    str(PROBE),
-    "--",
-    "wait",
-  ]
+  cmd = pod_command(mode="wait", devices_per_process=1)
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   lines: queue.Queue = queue.Queue()
   threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in proc.stdout], daemon=True).start()
