@@ -46,7 +46,8 @@ class SampleOutput:
   truncated [B] bool (True when max_new_tokens was reached without eos),
   decode_steps [] int32: iterations the decode loop ran (it stops once every sequence ended),
   nonfinite_logits [] bool: some live row's logits held a NaN or an infinity (the samples are then
-  garbage: `check_finite(out)` raises; computed on device, read once per call, not per step).
+  garbage: `check_finite(out)` raises; computed on device, read once per call, not per step),
+  row_steps [] int32: rows times steps the decode loop computed (B * decode_steps without compaction).
   """
 
   tokens: jax.Array
@@ -56,6 +57,7 @@ class SampleOutput:
   truncated: jax.Array
   decode_steps: jax.Array
   nonfinite_logits: jax.Array
+  row_steps: jax.Array
 
 
 @struct.dataclass
@@ -286,7 +288,7 @@ def _state_rows(state: DecodeState, mesh: Mesh | None, rules: Rules) -> DecodeSt
   return state.replace(caches=caches, **rest)
 
 
-@functools.partial(jax.jit, static_argnames=("rows", "total", "mesh", "rules"), donate_argnames=("state",))
+@functools.partial(jax.jit, static_argnames=("rows", "total", "mesh", "rules"))
 def _compact(state: DecodeState, rows: int, total: int, mesh, rules) -> DecodeState:
   """The live rows of `state` gathered into a batch of `rows` (live ones first; filler rows are ended
   and fill output row `total`, i.e. nothing)."""
@@ -321,25 +323,27 @@ def _decode_compacting(cfg, weights, state: DecodeState, *, method, eos_id, pad_
   live, the live rows move to the smallest power-of-two batch (>= floor) that holds them, so the cost
   of a step follows the rows still running. Reads one scalar (the live count) per chunk.
 
-  Returns (tokens, logprobs, valid, done) [total, ...], the final state.
+  Returns (tokens, logprobs, valid, done) [total, ...], the final state, rows x steps computed.
   """
   total = state.tokens.shape[0]
   out = (state.tokens, state.logprobs, state.valid, state.done)
   out = jax.tree.map(jnp.copy, out)
   n = state.tokens.shape[1]
+  step, row_steps = int(state.step), 0
   while True:
-    stop = int(state.step) + compact_every
-    state = state.replace(stop=jnp.full((), min(stop, n), jnp.int32))
+    state = state.replace(stop=jnp.full((), min(step + compact_every, n), jnp.int32))
     state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id)
-    live = int(jnp.sum(~state.done))
-    if live == 0 or int(state.step) >= n:
-      break
     rows = state.tokens.shape[0]
+    live, after = jax.device_get((jnp.sum(~state.done), state.step))
+    row_steps += rows * (int(after) - step)
+    step = int(after)
+    if live == 0 or step >= n:
+      break
     target = _bucket(live, floor)
     if target <= rows // 2:
       out = _flush(out, state)
       state = _compact(state, target, total, mesh, rules)
-  return _flush(out, state), state
+  return _flush(out, state), state, row_steps
 
 
 def generate(
@@ -459,8 +463,9 @@ def generate_from_weights(
   if compact_every == 0:
     state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id)
     tokens, logprobs, valid, done = state.tokens, state.logprobs, state.valid, state.done
+    row_steps = (state.step - 1) * tokens.shape[0]
   else:
-    (tokens, logprobs, valid, done), state = _decode_compacting(
+    (tokens, logprobs, valid, done), state, row_steps = _decode_compacting(
       cfg,
       weights,
       state,
@@ -480,6 +485,7 @@ def generate_from_weights(
     truncated=~done,
     decode_steps=state.step - 1,
     nonfinite_logits=state.nonfinite,
+    row_steps=jnp.asarray(row_steps, jnp.int32),
   )
 
 
