@@ -94,13 +94,8 @@ def _sample_rows(method: SamplingMethod, logits: jax.Array, row_keys: jax.Array,
   not change any sample.
   """
   if not method.uses_key:  # no PRNG work for greedy
-    return method.sample(logits, None)
-
-  def one(row_logits, row_key):
-    token, logp = method.sample(row_logits[None], jax.random.fold_in(row_key, step))
-    return token[0], logp[0]
-
-  return jax.vmap(one)(logits, row_keys)
+    return method.sample_rows(logits, None)
+  return method.sample_rows(logits, jax.vmap(jax.random.fold_in, (0, None))(row_keys, step))
 
 
 def _as_typed_key(key: jax.Array) -> jax.Array:
