@@ -99,17 +99,21 @@ def step_costs(cfg, batch: int, context: int) -> tuple[float, float]:
 
 def decode_loop_seconds(model, ids, mask, repeats: int) -> float:
   """Best time of the compiled decode loop alone (NEW - 1 steps after the prefill)."""
-  from maxnorm_jax.sampling import Greedy, sampler
+  from maxnorm_jax.sampling import Greedy, decode, prefill
 
-  cfg, w = model.config, model.weights()
+  kw = dict(cfg=model.config, weights=model.weights(), method=Greedy(), eos_id=None, pad_id=0)
   best = float("inf")
   for _ in range(repeats):
-    state = sampler._prefill(
-      cfg, Greedy(), NEW, None, 0, None, (), w, jnp.asarray(ids), jnp.asarray(mask, bool), jax.random.key(0)
+    state = prefill(
+      **kw,
+      prompt_ids=jnp.asarray(ids, jnp.int32),
+      prompt_mask=jnp.asarray(mask, bool),
+      key=jax.random.key(0),
+      max_new_tokens=NEW,
     )
     jax.block_until_ready(state)
     t = time.perf_counter()
-    jax.block_until_ready(sampler._decode(cfg, Greedy(), PROMPT, None, 0, w, state))
+    jax.block_until_ready(decode(**kw, state=state))
     best = min(best, time.perf_counter() - t)
   return best
 

@@ -27,6 +27,10 @@ class Greedy:
 
   uses_key = False
 
+  def sample_rows(self, logits: jax.Array, keys: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+    """`sample` (per-row keys are not needed)."""
+    return self.sample(logits, None)
+
   def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     del key
     logits = logits.astype(jnp.float32)
@@ -75,6 +79,21 @@ class Categorical:
   def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     logp = self.log_probs(logits)
     tokens = jax.random.categorical(key, logp, axis=-1).astype(jnp.int32)
+    return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
+
+  def sample_rows(self, logits: jax.Array, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """logits [B, V], keys [B] (one PRNG key per row) -> (tokens [B] int32, logprobs [B] float32).
+
+    Inverse-CDF sampling: one uniform per row (`sample`'s Gumbel-max draws V), so a row's token
+    depends on its own key alone. The first token whose cumulative probability exceeds u * total;
+    tokens of probability 0 are never drawn.
+    """
+    logp = self.log_probs(logits)
+    u = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float32))(keys)
+    cdf = jnp.cumsum(jnp.exp(logp), axis=-1)
+    below = jnp.sum(cdf <= (u * cdf[:, -1])[:, None], axis=-1)
+    last = logp.shape[-1] - 1 - first_argmax(jnp.flip(logp > -jnp.inf, axis=-1).astype(jnp.int32))
+    tokens = jnp.minimum(below, last).astype(jnp.int32)  # u * total rounding up to the total
     return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
 
 

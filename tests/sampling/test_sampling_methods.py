@@ -58,3 +58,20 @@ def test_make_method_and_validation():
     Categorical(top_k=-2)
   with pytest.raises(Exception):
     Greedy().x = 1  # frozen
+
+
+def test_sample_rows_draws_each_row_from_its_own_key_with_the_right_frequencies():
+  logits = jnp.array([[2.0, 0.0, 1.0, -1.0, 0.5, -3.0]], jnp.float32)
+  method = Categorical(temperature=1.0, top_k=4)
+  rows = 20000
+  keys = jax.random.split(jax.random.key(3), rows)
+  tokens, logp = method.sample_rows(jnp.tile(logits, (rows, 1)), keys)
+  probs = np.exp(np.asarray(method.log_probs(logits))[0])
+  freq = np.bincount(np.asarray(tokens), minlength=6) / rows
+  np.testing.assert_allclose(freq, probs, atol=0.012)
+  assert freq[3] == 0 and freq[5] == 0  # outside the top 4
+  np.testing.assert_allclose(logp, np.asarray(method.log_probs(logits))[0][np.asarray(tokens)], rtol=1e-6)
+  perm = np.random.RandomState(0).permutation(64)
+  t64, _ = method.sample_rows(jnp.tile(logits, (64, 1)), keys[:64])
+  t_perm, _ = method.sample_rows(jnp.tile(logits, (64, 1)), keys[:64][perm])
+  np.testing.assert_array_equal(np.asarray(t_perm), np.asarray(t64)[perm])
