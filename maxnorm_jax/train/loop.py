@@ -79,27 +79,28 @@ def _timed(times: dict[str, float], name: str):
 
 @dataclasses.dataclass
 class _Passes:
-  """A round's log-probs [B, N] (old policy, its entropy, reference) and a watcher thread that
+  """A round's log-probs [B, N] (the update's old log-probs, entropy, reference) and a watcher thread that
   notes when the device finished them (the host meanwhile waits for the verifier), so the step can
   report how long the device sat idle waiting for rewards."""
 
   old_logp: jax.Array
   entropy: jax.Array
   ref_logp: jax.Array
+  recomputed: jax.Array | None  # the trainer's old-policy log-probs when a pass computed them
   watcher: threading.Thread
   finished_at: list[float]
 
   @classmethod
-  def start(cls, old_logp, entropy, ref_logp) -> _Passes:
+  def start(cls, old_logp, entropy, ref_logp, recomputed=None) -> _Passes:
     finished_at: list[float] = []
 
     def watch():
-      jax.block_until_ready((old_logp, ref_logp))
+      jax.block_until_ready((old_logp, ref_logp, recomputed))
       finished_at.append(time.perf_counter())
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    return cls(old_logp, entropy, ref_logp, watcher, finished_at)
+    return cls(old_logp, entropy, ref_logp, recomputed, watcher, finished_at)
 
   def wait(self) -> float:
     """Blocks until the passes are done -> the perf_counter time they finished."""
@@ -424,6 +425,16 @@ class Trainer:
       metrics["filter/kept_frac"] = jnp.mean(
         ~step_lib.collapsed_groups(jnp.asarray(rewards_pg), jnp.asarray(sample_mask), config.filter.collapse_std)
       )
+    if passes.recomputed is not None and self._diagnostics_step():
+      metrics.update(
+        step_lib.logp_mismatch(
+          out.logprobs,
+          passes.recomputed,
+          out.mask,
+          out.lengths,
+          buckets=step_lib.length_buckets(self.max_new_tokens),
+        )
+      )
     return step_lib.rollout_metrics(
       jnp.asarray(rewards_pg),
       jnp.asarray(sample_mask),
@@ -501,7 +512,10 @@ class Trainer:
     return rewards.reshape(self.num_prompts, self.group_size), mask.reshape(self.num_prompts, self.group_size)
 
   def _logprobs(self, params, chosen) -> _Passes:
-    """Dispatches the old-policy and reference log-prob passes of a round (not waiting for them)."""
+    """Dispatches a round's log-prob passes (not waiting for them): the reference's, and the old
+    policy's with rollout.old_logp="recompute" or on a diagnostics step (to log the mismatch).
+    With "sampler" the update's old log-probs are the sampler's and the logged entropy is the
+    Monte Carlo estimate -log p of the sampled tokens."""
     out = chosen["out"]
     temperature = float(self.config.rollout.temperature)
     microbatches = self.config.train.logprob_microbatches
@@ -511,9 +525,13 @@ class Trainer:
         self.model_cfg, temperature, weights, chosen["ids"], chosen["mask"], out.tokens, out.mask, microbatches
       )
 
-    old_logp, entropy = score(params)
+    recompute = self.config.rollout.old_logp == "recompute"
+    recomputed, entropy = score(params) if recompute or self._diagnostics_step() else (None, None)
+    old_logp = recomputed if recompute else out.logprobs
+    if not recompute:
+      entropy = -out.logprobs  # 0 off the mask
     ref_logp = score(self.reference)[0] if self.use_reference else old_logp
-    return _Passes.start(old_logp, entropy, ref_logp)
+    return _Passes.start(old_logp, entropy, ref_logp, recomputed)
 
   def _assemble(self, rounds, scored, which: np.ndarray, grp: np.ndarray):
     """The batch of the chosen groups (round `which[q]`, group `grp[q]`) as one rollout."""
