@@ -59,7 +59,7 @@ def _tokenizer_files(trainer, out: str) -> list[str]:
 
   if isinstance(trainer.tokenizer, CharTokenizer):
     return save_char_tokenizer(trainer.tokenizer, out)
-  return copy_tokenizer_files(resolve_path(trainer.c.data.tokenizer, "data.tokenizer"), out)
+  return copy_tokenizer_files(resolve_path(trainer.config.data.tokenizer, "data.tokenizer"), out)
 
 
 def _add_token_ids(out: str, tokenizer) -> None:
@@ -90,7 +90,7 @@ def export(workdir: str, out: str, step: int | None = None, dtype: str | None = 
   try:
     hf.save_weights(trainer.model_cfg, trainer.state.params, out, dtype)
     _add_token_ids(out, trainer.tokenizer)
-    c = trainer.c
+    c = trainer.config
     _tokenizer_files(trainer, out)
     meta = {
       "workdir": os.path.abspath(workdir),

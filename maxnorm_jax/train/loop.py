@@ -7,6 +7,8 @@ minibatches with exact gradient accumulation -> optax update -> metrics, cards, 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -65,12 +67,53 @@ def resolve_path(path: str, key: str) -> str:
   return resolved
 
 
+@contextlib.contextmanager
+def _timed(times: dict[str, float], name: str):
+  """Adds the seconds the block takes to times[name]."""
+  t0 = time.perf_counter()
+  try:
+    yield
+  finally:
+    times[name] = times.get(name, 0.0) + time.perf_counter() - t0
+
+
+@dataclasses.dataclass
+class _Passes:
+  """A round's log-probs [B, N] (the update's old log-probs, entropy, reference) and a watcher thread that
+  notes when the device finished them (the host meanwhile waits for the verifier), so the step can
+  report how long the device sat idle waiting for rewards."""
+
+  old_logp: jax.Array
+  entropy: jax.Array
+  ref_logp: jax.Array
+  recomputed: jax.Array | None  # the trainer's old-policy log-probs when a pass computed them
+  watcher: threading.Thread
+  finished_at: list[float]
+
+  @classmethod
+  def start(cls, old_logp, entropy, ref_logp, recomputed=None) -> _Passes:
+    finished_at: list[float] = []
+
+    def watch():
+      jax.block_until_ready((old_logp, ref_logp, recomputed))
+      finished_at.append(time.perf_counter())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return cls(old_logp, entropy, ref_logp, recomputed, watcher, finished_at)
+
+  def wait(self) -> float:
+    """Blocks until the passes are done -> the perf_counter time they finished."""
+    self.watcher.join()
+    return self.finished_at[0]
+
+
 class Trainer:
   """Everything one run holds: mesh, data, verifier pool, state, reference, writers."""
 
   def __init__(self, config: Any, workdir: str):
     validate(config)
-    self.c = config
+    self.config = config
     self.workdir = workdir
     self.is_main = jax.process_index() == 0
     c = config
@@ -82,8 +125,10 @@ class Trainer:
     self.tokenizer = load_tokenizer(resolve_path(c.data.tokenizer, "data.tokenizer"))
     self.eos_id = self.tokenizer.eos_id
     self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else (self.eos_id or 0)
-    self.P, self.G, self.N = c.data.batch_size, c.rollout.group_size, c.rollout.max_new_tokens
-    self.B = self.P * self.G
+    self.num_prompts = c.data.batch_size  # P
+    self.group_size = c.rollout.group_size  # G
+    self.max_new_tokens = c.rollout.max_new_tokens  # N
+    self.num_rows = self.num_prompts * self.group_size  # B = P * G sequences a step
     self.task_default = c.reward.verifier
 
     # ---- data (every process reads the whole global batch of prompts)
@@ -96,21 +141,7 @@ class Trainer:
     self.check_record = functools.partial(rewards_builtin.check_record, default_task=self.task_default)
     self.first_rejection: str | None = None
     self.prompt_format = make_format(fmt)
-    self.pipeline = build_pipeline(
-      self.source,
-      tokenizer=self.tokenizer,
-      batch_size=self.P,
-      fields=self.fields,
-      prompt_format=self.prompt_format,
-      seed=c.seed,
-      shard_index=0,
-      shard_count=1,
-      skip_bad_rows=c.data.skip_bad_rows,
-      max_prompt_len=c.data.max_prompt_len,
-      builtin_n=c.data.builtin_n or None,
-      **self._holdout(),
-      check_record=self.check_record,
-    )
+    self.pipeline = self._prompt_pipeline(self.num_prompts, c.seed)
 
     # ---- model, optimiser, state
     if c.model.kind == "tiny":
@@ -194,10 +225,30 @@ class Trainer:
       return SAMPLE_FILES[name]
     return source
 
+  def _prompt_pipeline(self, batch_size: int, seed: int):
+    """The training source's prompt pipeline (the RL batches and the SFT warm start), without the
+    held-out split."""
+    data = self.config.data
+    return build_pipeline(
+      self.source,
+      tokenizer=self.tokenizer,
+      batch_size=batch_size,
+      fields=self.fields,
+      prompt_format=self.prompt_format,
+      seed=seed,
+      shard_index=0,
+      shard_count=1,
+      skip_bad_rows=data.skip_bad_rows,
+      max_prompt_len=data.max_prompt_len,
+      builtin_n=data.builtin_n or None,
+      **self._holdout(),
+      check_record=self.check_record,
+    )
+
   def _holdout(self) -> dict:
     """The held-out split of a file dataset without data.eval_source (docs/DESIGN.md §3.8): training never
     sees it, also after a resume (the split is a function of the prompt texts alone)."""
-    c = self.c
+    c = self.config
     if c.data.eval_source or self.source.startswith("builtin:"):
       return {}
     return dict(holdout_fraction=float(c.data.eval_fraction), holdout_cap=int(c.eval.num_prompts))
@@ -218,7 +269,7 @@ class Trainer:
       ids,
       mask,
       key,
-      self.N,
+      self.max_new_tokens,
       method=method,
       eos_id=self.eos_id,
       pad_id=self.pad_id,
@@ -253,146 +304,49 @@ class Trainer:
     batch = next(self.pipeline)
 
     def rep(x):
-      return np.repeat(x, self.G, axis=0)
+      return np.repeat(x, self.group_size, axis=0)
 
-    records = [r for r in batch["records"] for _ in range(self.G)]
+    records = [r for r in batch["records"] for _ in range(self.group_size)]
     ids, mask, out = self._sample(params, rep(batch["prompt_ids"]), rep(batch["prompt_mask"]), key, self.sample_method)
     return dict(ids=ids, mask=mask, out=out, records=records)
 
   # ------------------------------------------------------------------------------ one RL step
 
   def rl_step(self) -> dict:
-    c = self.c
+    """One RL step (docs/DESIGN.md §1): sample, score, Protocol and card, update -> its metrics."""
+    config = self.config
     t_start = time.perf_counter()
-    base = jax.random.fold_in(jax.random.key(c.seed), self.step)
+    times: dict[str, float] = {}
+    metrics: dict[str, Any] = {}
+    base = jax.random.fold_in(jax.random.key(config.seed), self.step)
     self.data_state_at_step_start = self.pipeline.get_state()  # what a SIGTERM mid-step saves
     params = self.state.params
-    metrics: dict[str, Any] = {}
-
-    t0 = time.perf_counter()
-    rounds = [self._rollout_round(params, jax.random.fold_in(base, 0))]
-    handle, idx = self._submit(rounds[0]["out"], rounds[0]["records"])
-    t_generate = time.perf_counter() - t0
-    verify_time = 0.0
-
-    if c.filter.mode != "resample":
-      chosen = rounds[0]
-      # Device work dispatched now runs while the host waits for the verifier.
-      t_dispatch = time.perf_counter()
-      old_logp, entropy, ref_logp, (watcher, finished_at) = self._logprobs(params, chosen)
-      t1 = time.perf_counter()
-      rewards, valid = self._collect(handle, idx, self.B, interruptible=True)
-      t_rewards = time.perf_counter()
-      verify_time = t_rewards - t1
-      watcher.join()
-      t_logprobs = finished_at[0] - t_dispatch  # device time of the passes, overlapping `verify`
-      metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at[0])
+    if config.filter.mode == "resample":
+      chosen, rewards, valid = self._resample_rounds(params, base, times, metrics)
+      with _timed(times, "logprobs"):
+        passes = self._logprobs(params, chosen)
+        passes.wait()
+      metrics["time/device_wait_verifier"] = times["verify"]
     else:
-      t1 = time.perf_counter()
-      rewards, valid = self._collect(handle, idx, self.B, interruptible=True)
-      verify_time = time.perf_counter() - t1
-      kept = [ro.select_groups(*self._shaped_rewards(rewards, valid, rounds[0]["out"]), c.filter.collapse_std)]
-      scored = [(rewards, valid)]
-      while int(sum(k.sum() for k in kept)) < self.P and len(rounds) < c.filter.max_rounds:
-        t0 = time.perf_counter()
-        rounds.append(self._rollout_round(params, jax.random.fold_in(base, len(rounds))))
-        h, ix = self._submit(rounds[-1]["out"], rounds[-1]["records"])
-        t_generate += time.perf_counter() - t0
-        t1 = time.perf_counter()
-        r, v = self._collect(h, ix, self.B, interruptible=True)
-        verify_time += time.perf_counter() - t1
-        scored.append((r, v))
-        kept.append(ro.select_groups(*self._shaped_rewards(r, v, rounds[-1]["out"]), c.filter.collapse_std))
-      which, grp, n_kept = ro.fill_from_rounds(kept, self.P)
-      chosen, rewards, valid = self._assemble(rounds, scored, which, grp)
-      metrics["filter/rounds"] = float(len(rounds))
-      metrics["filter/rollout_cost"] = float(len(rounds))
-      metrics["filter/kept_frac"] = n_kept / self.P
-      t2 = time.perf_counter()
-      old_logp, entropy, ref_logp, (watcher, _) = self._logprobs(params, chosen)
-      watcher.join()
-      t_logprobs = time.perf_counter() - t2
-      metrics["time/device_wait_verifier"] = verify_time
+      chosen, rewards, valid, passes = self._score_overlapped(params, base, times, metrics)
 
-    out = chosen["out"]
-    # ---- rewards -> Protocol -> card (host rewards are [B]; row q*G+i is sample i of prompt q)
-    rewards_pg, sample_mask = self._shaped_rewards(rewards, valid, out)
-    if self.use_reference and c.loss.kl_in == "reward":
-      seq_kl = np.asarray(jax.device_get(_sequence_kl(old_logp, ref_logp, out.mask)))
-      rewards_pg = rewards_pg - c.loss.beta * seq_kl.reshape(self.P, self.G)
+    rewards_pg, sample_mask = self._shaped_rewards(rewards, valid, chosen["out"])
+    if self.use_reference and config.loss.kl_in == "reward":
+      seq_kl = np.asarray(jax.device_get(_sequence_kl(passes.old_logp, passes.ref_logp, chosen["out"].mask)))
+      rewards_pg = rewards_pg - config.loss.beta * seq_kl.reshape(self.num_prompts, self.group_size)
     card, binned = step_lib.advantage_card(
       self.card_spec, jnp.asarray(rewards_pg), jnp.asarray(sample_mask), self.state.estimator_state
     )
-    weights = losses.card_to_sequences(card, sample_mask)
-    loss_mask = out.mask & rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules)
-    batch = step_lib.Rollout(
-      prompt_ids=chosen["ids"],
-      prompt_mask=chosen["mask"],
-      tokens=out.tokens,
-      mask=out.mask,
-      loss_mask=loss_mask,
-      old_logp=old_logp,
-      ref_logp=ref_logp,
-      advantages=self._rows(weights.advantages),
-      kl_weight=self._rows(weights.kl_weight),
-      takes_part=self._rows(weights.takes_part),
-    )
+    batch = self._update_batch(chosen, passes, card, sample_mask)
+    roll = self._rollout_metrics(chosen["out"], passes, card, rewards_pg, sample_mask, metrics)
+    diag = self._gradient_diagnostics(params, batch, card, rewards_pg, sample_mask)
+    self._maybe_save_card(card, binned, rewards_pg, sample_mask)
 
-    roll = step_lib.rollout_metrics(
-      jnp.asarray(rewards_pg),
-      jnp.asarray(sample_mask),
-      card,
-      out.mask,
-      old_logp,
-      ref_logp,
-      entropy,
-      out.lengths,
-      out.truncated,
-      delta_res=float(c.protocol.delta_res),
-      kl_kind=c.loss.kl_kind,
-      has_reference=self.use_reference,
-    )
-    if c.filter.mode == "drop":
-      metrics["filter/kept_frac"] = jnp.mean(
-        ~step_lib.collapsed_groups(jnp.asarray(rewards_pg), jnp.asarray(sample_mask), c.filter.collapse_std)
-      )
-    diag = None
-    if c.log.diagnostics_every and (self.step + 1) % c.log.diagnostics_every == 0:
-      diag = step_lib.gradient_diagnostics(
-        self.update_spec,
-        self.G,
-        params,
-        batch,
-        card,
-        jnp.asarray(rewards_pg),
-        jnp.asarray(sample_mask),
-        jnp.float32(max(c.loss.beta, 1e-12)),
-        clip_low=self.hparams["clip_low"],
-        clip_high=self.hparams["clip_high"],
-      )
-    if c.log.cards_every and (self.step + 1) % c.log.cards_every == 0 and self.is_main:
-      save_card(
-        self.workdir,
-        self.step + 1,
-        dict(
-          rewards=rewards_pg,
-          protocol_rewards=np.asarray(binned),
-          mask=sample_mask,
-          numerator=np.asarray(card.numerator),
-          scale=np.asarray(card.scale),
-          advantages=np.asarray(card.advantages),
-          kl_weight=np.asarray(card.kl_weight),
-          valid=np.asarray(card.valid),
-        ),
-      )
-
-    # ---- update
-    t3 = time.perf_counter()
-    self.state = self.state.replace(estimator_state=card.state)
-    update = step_lib.update_fn(self.update_spec, state_shardings(self.state))
-    self.state, upd = update(self.state, batch, self.hparams)
-    upd = jax.device_get(upd)
-    t_update = time.perf_counter() - t3
+    with _timed(times, "update"):
+      self.state = self.state.replace(estimator_state=card.state)
+      update = step_lib.update_fn(self.update_spec, state_shardings(self.state))
+      self.state, upd = update(self.state, batch, self.hparams)
+      upd = jax.device_get(upd)
     self.step += 1
 
     metrics.update(jax.device_get(roll))
@@ -402,12 +356,139 @@ class Trainer:
     metrics = {k: float(np.asarray(v)) for k, v in metrics.items()}
     metrics["reward_raw_mean"] = float(rewards.mean())
     metrics["rejected"] = float((~valid).sum())
-    metrics.update(
-      {"time/generate": t_generate, "time/verify": verify_time, "time/logprobs": t_logprobs, "time/update": t_update}
-    )
+    metrics.update({f"time/{k}": times[k] for k in ("generate", "verify", "logprobs", "update")})
     metrics["time/step"] = time.perf_counter() - t_start
     metrics["time/device_wait_verifier_frac"] = metrics["time/device_wait_verifier"] / metrics["time/step"]
     return metrics
+
+  def _sample_and_submit(self, params, key, times: dict) -> tuple[dict, Any, np.ndarray]:
+    """One rollout round, queued on the verifier pool -> (round, pool handle, row indices)."""
+    with _timed(times, "generate"):
+      rollout = self._rollout_round(params, key)
+      handle, idx = self._submit(rollout["out"], rollout["records"])
+    return rollout, handle, idx
+
+  def _score_overlapped(self, params, base, times: dict, metrics: dict):
+    """One round; its log-prob passes run on the device while the host waits for the verifier.
+    -> (round, rewards [B], valid [B], passes)."""
+    chosen, handle, idx = self._sample_and_submit(params, jax.random.fold_in(base, 0), times)
+    t_dispatch = time.perf_counter()
+    passes = self._logprobs(params, chosen)
+    with _timed(times, "verify"):
+      rewards, valid = self._collect(handle, idx, self.num_rows, interruptible=True)
+    t_rewards = time.perf_counter()
+    finished_at = passes.wait()
+    times["logprobs"] = finished_at - t_dispatch  # device time of the passes, overlapping `verify`
+    metrics["time/device_wait_verifier"] = max(0.0, t_rewards - finished_at)
+    return chosen, rewards, valid, passes
+
+  def _resample_rounds(self, params, base, times: dict, metrics: dict):
+    """DAPO's dynamic sampling: rounds until num_prompts groups with contrast were kept (or
+    filter.max_rounds) -> (the chosen groups as one round, rewards [B], valid [B])."""
+    config = self.config
+    rounds, scored, kept = [], [], []
+    while not rounds or (sum(int(k.sum()) for k in kept) < self.num_prompts and len(rounds) < config.filter.max_rounds):
+      rollout, handle, idx = self._sample_and_submit(params, jax.random.fold_in(base, len(rounds)), times)
+      with _timed(times, "verify"):
+        rewards, valid = self._collect(handle, idx, self.num_rows, interruptible=True)
+      rounds.append(rollout)
+      scored.append((rewards, valid))
+      shaped = self._shaped_rewards(rewards, valid, rollout["out"])
+      kept.append(ro.select_groups(*shaped, config.filter.collapse_std))
+    which, grp, n_kept = ro.fill_from_rounds(kept, self.num_prompts)
+    metrics["filter/rounds"] = float(len(rounds))
+    metrics["filter/rollout_cost"] = float(len(rounds))
+    metrics["filter/kept_frac"] = n_kept / self.num_prompts
+    return self._assemble(rounds, scored, which, grp)
+
+  def _update_batch(self, chosen, passes, card, sample_mask: np.ndarray) -> step_lib.Rollout:
+    """The update's batch: the chosen round, its log-probs and the card's per-sequence weights."""
+    out = chosen["out"]
+    weights = losses.card_to_sequences(card, sample_mask)
+    return step_lib.Rollout(
+      prompt_ids=chosen["ids"],
+      prompt_mask=chosen["mask"],
+      tokens=out.tokens,
+      mask=out.mask,
+      loss_mask=out.mask & rows_array(sample_mask.reshape(-1, 1), self.mesh, self.rules),
+      old_logp=passes.old_logp,
+      ref_logp=passes.ref_logp,
+      advantages=self._rows(weights.advantages),
+      kl_weight=self._rows(weights.kl_weight),
+      takes_part=self._rows(weights.takes_part),
+    )
+
+  def _rollout_metrics(self, out, passes, card, rewards_pg: np.ndarray, sample_mask: np.ndarray, metrics: dict):
+    """The per-step diagnostics (docs/DESIGN.md §3.5), still on the device."""
+    config = self.config
+    if config.filter.mode == "drop":
+      metrics["filter/kept_frac"] = jnp.mean(
+        ~step_lib.collapsed_groups(jnp.asarray(rewards_pg), jnp.asarray(sample_mask), config.filter.collapse_std)
+      )
+    if passes.recomputed is not None and self._diagnostics_step():
+      metrics.update(
+        step_lib.logp_mismatch(
+          out.logprobs,
+          passes.recomputed,
+          out.mask,
+          out.lengths,
+          buckets=step_lib.length_buckets(self.max_new_tokens),
+        )
+      )
+    return step_lib.rollout_metrics(
+      jnp.asarray(rewards_pg),
+      jnp.asarray(sample_mask),
+      card,
+      out.mask,
+      passes.old_logp,
+      passes.ref_logp,
+      passes.entropy,
+      out.lengths,
+      out.truncated,
+      delta_res=float(config.protocol.delta_res),
+      kl_kind=config.loss.kl_kind,
+      has_reference=self.use_reference,
+    )
+
+  def _diagnostics_step(self) -> bool:
+    every = self.config.log.diagnostics_every
+    return bool(every) and (self.step + 1) % every == 0
+
+  def _gradient_diagnostics(self, params, batch, card, rewards_pg: np.ndarray, sample_mask: np.ndarray):
+    """R/KL, Dir and cos on the low-variance groups every log.diagnostics_every steps, else None."""
+    if not self._diagnostics_step():
+      return None
+    return step_lib.gradient_diagnostics(
+      self.update_spec,
+      self.group_size,
+      params,
+      batch,
+      card,
+      jnp.asarray(rewards_pg),
+      jnp.asarray(sample_mask),
+      jnp.float32(max(self.config.loss.beta, 1e-12)),
+      clip_low=self.hparams["clip_low"],
+      clip_high=self.hparams["clip_high"],
+    )
+
+  def _maybe_save_card(self, card, binned, rewards_pg: np.ndarray, sample_mask: np.ndarray) -> None:
+    every = self.config.log.cards_every
+    if not (every and (self.step + 1) % every == 0 and self.is_main):
+      return
+    save_card(
+      self.workdir,
+      self.step + 1,
+      dict(
+        rewards=rewards_pg,
+        protocol_rewards=np.asarray(binned),
+        mask=sample_mask,
+        numerator=np.asarray(card.numerator),
+        scale=np.asarray(card.scale),
+        advantages=np.asarray(card.advantages),
+        kl_weight=np.asarray(card.kl_weight),
+        valid=np.asarray(card.valid),
+      ),
+    )
 
   def _rows(self, x) -> jax.Array:
     return rows_array(np.asarray(x), self.mesh, self.rules)
@@ -415,48 +496,50 @@ class Trainer:
   def _shaped_rewards(self, rewards: np.ndarray, valid: np.ndarray, out) -> tuple[np.ndarray, np.ndarray]:
     """Rewards [P, G] with DAPO's overlong shaping, and the sample mask [P, G] (rejected scores and,
     with overlong.mask_truncated, truncated completions are masked)."""
-    c = self.c
+    c = self.config
     rewards = rewards.astype(np.float32)
     mask = valid.copy()
     if c.overlong.penalty or c.overlong.mask_truncated:
-      lengths = ro.gather_rows(*ro.local_rows(out.lengths), self.B)
-      truncated = ro.gather_rows(*ro.local_rows(out.truncated), self.B)
+      lengths = ro.gather_rows(*ro.local_rows(out.lengths), self.num_rows)
+      truncated = ro.gather_rows(*ro.local_rows(out.truncated), self.num_rows)
       if c.overlong.penalty:
-        rewards = rewards + ro.overlong_penalty(lengths, self.N, c.overlong.buffer_len, c.overlong.penalty_factor)
+        rewards = rewards + ro.overlong_penalty(
+          lengths, self.max_new_tokens, c.overlong.buffer_len, c.overlong.penalty_factor
+        )
       if c.overlong.mask_truncated:
         mask = mask & ~truncated
     rewards = np.where(mask, rewards, 0.0).astype(np.float32)
-    return rewards.reshape(self.P, self.G), mask.reshape(self.P, self.G)
+    return rewards.reshape(self.num_prompts, self.group_size), mask.reshape(self.num_prompts, self.group_size)
 
-  def _logprobs(self, params, chosen):
+  def _logprobs(self, params, chosen) -> _Passes:
+    """Dispatches a round's log-prob passes (not waiting for them): the reference's, and the old
+    policy's with rollout.old_logp="recompute" or on a diagnostics step (to log the mismatch).
+    With "sampler" the update's old log-probs are the sampler's and the logged entropy is the
+    Monte Carlo estimate -log p of the sampled tokens."""
     out = chosen["out"]
-    t = float(self.c.rollout.temperature)
-    m = self.c.train.logprob_microbatches
-    old_logp, entropy = step_lib.sequence_logprobs(
-      self.model_cfg, t, params, chosen["ids"], chosen["mask"], out.tokens, out.mask, m
-    )
-    if self.use_reference:
-      ref_logp, _ = step_lib.sequence_logprobs(
-        self.model_cfg, t, self.reference, chosen["ids"], chosen["mask"], out.tokens, out.mask, m
+    temperature = float(self.config.rollout.temperature)
+    microbatches = self.config.train.logprob_microbatches
+
+    def score(weights):
+      return step_lib.sequence_logprobs(
+        self.model_cfg, temperature, weights, chosen["ids"], chosen["mask"], out.tokens, out.mask, microbatches
       )
-    else:
-      ref_logp = old_logp
-    # A watcher thread notes when the device finished these passes (the host meanwhile waits for
-    # the verifier), so the step can report how long the device sat idle waiting for rewards.
-    finished_at: list[float] = []
-    watcher = threading.Thread(
-      target=lambda: (jax.block_until_ready((old_logp, ref_logp)), finished_at.append(time.perf_counter())), daemon=True
-    )
-    watcher.start()
-    return old_logp, entropy, ref_logp, (watcher, finished_at)
+
+    recompute = self.config.rollout.old_logp == "recompute"
+    recomputed, entropy = score(params) if recompute or self._diagnostics_step() else (None, None)
+    old_logp = recomputed if recompute else out.logprobs
+    if not recompute:
+      entropy = -out.logprobs  # 0 off the mask
+    ref_logp = score(self.reference)[0] if self.use_reference else old_logp
+    return _Passes.start(old_logp, entropy, ref_logp, recomputed)
 
   def _assemble(self, rounds, scored, which: np.ndarray, grp: np.ndarray):
     """The batch of the chosen groups (round `which[q]`, group `grp[q]`) as one rollout."""
-    rows = (grp[:, None] * self.G + np.arange(self.G)[None, :]).reshape(-1)
-    rounds_of_rows = np.repeat(which, self.G)
-    rewards = np.concatenate([s[0] for s in scored])[rounds_of_rows * self.B + rows]
-    valid = np.concatenate([s[1] for s in scored])[rounds_of_rows * self.B + rows]
-    flat = rounds_of_rows * self.B + rows
+    rows = (grp[:, None] * self.group_size + np.arange(self.group_size)[None, :]).reshape(-1)
+    rounds_of_rows = np.repeat(which, self.group_size)
+    rewards = np.concatenate([s[0] for s in scored])[rounds_of_rows * self.num_rows + rows]
+    valid = np.concatenate([s[1] for s in scored])[rounds_of_rows * self.num_rows + rows]
+    flat = rounds_of_rows * self.num_rows + rows
     take = replicated_array(flat.astype(np.int32), self.mesh)
 
     def pick(xs):
@@ -474,7 +557,7 @@ class Trainer:
     with_details: (metrics, one row per prompt with its samples, rewards and answers)."""
     metrics, details = {}, []
     sets = self.evaluator.sets
-    bar = progress_bar(sets, len(sets), f"eval step {self.step}", self.c.log.progress and self.is_main)
+    bar = progress_bar(sets, len(sets), f"eval step {self.step}", self.config.log.progress and self.is_main)
     for i, s in enumerate(bar):
       m, d = self.evaluator.run_set(self.state.params, s, self.step, i)
       metrics.update(m)
@@ -484,24 +567,10 @@ class Trainer:
   # ------------------------------------------------------------------------------ SFT warm start
 
   def sft_warm_start(self) -> list[float]:
-    c = self.c
+    c = self.config
     if not c.sft.steps:
       return []
-    it = build_pipeline(
-      self.source,
-      tokenizer=self.tokenizer,
-      batch_size=c.sft.batch_size,
-      fields=self.fields,
-      prompt_format=self.prompt_format,
-      seed=c.seed + 17,
-      shard_index=0,
-      shard_count=1,
-      skip_bad_rows=c.data.skip_bad_rows,
-      max_prompt_len=c.data.max_prompt_len,
-      builtin_n=c.data.builtin_n or None,
-      **self._holdout(),
-      check_record=self.check_record,
-    )
+    it = self._prompt_pipeline(c.sft.batch_size, c.seed + 17)
     opt = sft_lib.sft_optimizer(float(c.sft.lr), int(c.sft.warmup_steps), int(c.sft.steps))
     params = self.state.params
     opt_state = init_opt_state(opt, params, self.mesh)
@@ -509,7 +578,7 @@ class Trainer:
     bar = progress_bar(range(c.sft.steps), c.sft.steps, "SFT", c.log.progress and self.is_main)
     for i in bar:
       b = next(it)
-      ids, mask = sft_lib.answer_tokens(self.tokenizer, b["records"], self.N, self.eos_id, self.pad_id)
+      ids, mask = sft_lib.answer_tokens(self.tokenizer, b["records"], self.max_new_tokens, self.eos_id, self.pad_id)
       params, opt_state, loss = sft_lib.sft_step(
         self.model_cfg,
         opt,
@@ -532,7 +601,7 @@ class Trainer:
   def save(self, data_state: dict | None = None) -> None:
     data_state = self.pipeline.get_state() if data_state is None else data_state
     reference = self.reference if self.use_reference else None
-    self.checkpointer.save(self.step, self.state, data_state, reference, config=config_drift.plain(self.c))
+    self.checkpointer.save(self.step, self.state, data_state, reference, config=config_drift.plain(self.config))
 
   def restore_or_start(self) -> bool:
     """Restores the newest intact checkpoint (True) or warm-starts a new run (False). Refuses
@@ -544,8 +613,8 @@ class Trainer:
     if restored is None:
       return False
     if restored.config is not None:
-      allowed = config_drift.allowed_keys(self.c.checkpoint.allow_changed)
-      changed = config_drift.differences(restored.config, config_drift.plain(self.c), allowed)
+      allowed = config_drift.allowed_keys(self.config.checkpoint.allow_changed)
+      changed = config_drift.differences(restored.config, config_drift.plain(self.config), allowed)
       if changed:
         raise ConfigError(
           f"config: this workdir's checkpoint (step {restored.step}) was trained with a different config; "
@@ -561,11 +630,14 @@ class Trainer:
     """The frozen reference: the weights RL starts from, or `config.reference` (an HF directory)."""
     if not self.use_reference:
       return
-    if self.c.reference == "init":
+    if self.config.reference == "init":
       self.reference = jax.tree.map(jnp.copy, self.state.params)
     else:
       model = hf.load(
-        resolve_path(self.c.reference, "reference"), self.c.model.param_dtype, mesh=self.mesh, rules=self.rules
+        resolve_path(self.config.reference, "reference"),
+        self.config.model.param_dtype,
+        mesh=self.mesh,
+        rules=self.rules,
       )
       self.reference = model.weights()
 

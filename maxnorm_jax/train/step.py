@@ -125,6 +125,34 @@ def sequence_logprobs(
   return tuple(x.swapaxes(0, 1).reshape(b, -1) for x in (logp, entropy))
 
 
+def length_buckets(max_new_tokens: int, count: int = 4) -> tuple[int, ...]:
+  """Upper bounds of the completion-length buckets of the mismatch metrics: `count` equal ranges
+  of 1..max_new_tokens (fewer when max_new_tokens < count)."""
+  return tuple(sorted({-(-max_new_tokens * k // count) for k in range(1, count + 1)}))
+
+
+@functools.partial(jax.jit, static_argnames=("buckets",))
+def logp_mismatch(sampler_logp, trainer_logp, mask, lengths, *, buckets: tuple[int, ...]) -> dict:
+  """|sampler - trainer| log-prob of the sampled tokens: the token mean and max, and the token mean
+  over the completions of each length bucket (lengths in (previous bound, bound]; NaN when empty).
+
+  sampler_logp, trainer_logp, mask [B, N]; lengths [B] -> scalars.
+  """
+  diff = jnp.where(mask, jnp.abs(sampler_logp - trainer_logp), 0.0)
+  out = {
+    "logp_mismatch_mean": jnp.sum(diff) / jnp.maximum(jnp.sum(mask), 1),
+    "logp_mismatch_max": jnp.max(diff),
+  }
+  low = 0
+  for bound in buckets:
+    rows = mask & ((lengths > low) & (lengths <= bound))[:, None]
+    count = jnp.sum(rows)
+    mean = jnp.sum(jnp.where(rows, diff, 0.0)) / jnp.maximum(count, 1)
+    out[f"logp_mismatch_mean/len_le_{bound}"] = jnp.where(count > 0, mean, jnp.nan)
+    low = bound
+  return out
+
+
 # ------------------------------------------------------------------------------- advantage card
 
 

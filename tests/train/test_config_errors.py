@@ -50,6 +50,12 @@ def test_get_config_arguments(arg, message):
     ("protocol", "delta_res", float("inf"), "config.protocol.delta_res: must be a finite number"),
     ("optim", "b2", 1.0, "config.optim.b2: must lie in [0, 1), got 1.0"),
     ("eval", "temperature", 0.0, "config.eval.temperature: must be > 0"),
+    (
+      "rollout",
+      "old_logp",
+      "trainer",
+      "config.rollout.old_logp: must be one of ['sampler', 'recompute'], got 'trainer'",
+    ),
     ("train", "on_nonfinite", "ignore", "config.train.on_nonfinite: must be one of ['skip', 'stop'], got 'ignore'"),
     ("reward", "timeout_s", 2.0**31 / 1000, "config.reward.timeout_s: must be a finite number of seconds"),
     ("data", "eval_fraction", 1.0, "config.data.eval_fraction: must be a number in [0, 1)"),

@@ -102,3 +102,18 @@ def test_kl_in_reward_entropy_bonus_epochs_and_accumulation(tmp_path):
   # with KL in the reward the shaped rewards differ from the verifier's once the policy moved
   assert rows[3]["kl_mean"] > 0
   assert rows[3]["reward_mean"] != rows[3]["reward_raw_mean"]
+
+
+def test_old_logp_recompute_against_the_samplers(runs, tmp_path_factory, tmp_path):
+  """rollout.old_logp: "sampler" (the default, the maxnorm_rloo row above) and "recompute" train the
+  same curve up to float32 rounding; both log the sampler/trainer mismatch on diagnostics steps."""
+  _, sampler_rows = _run(runs, tmp_path_factory, "maxnorm_rloo")
+  rows = train(runlocal_config("maxnorm_rloo", rollout={"old_logp": "recompute"}), str(tmp_path))
+  buckets = ["logp_mismatch_mean/len_le_1", "logp_mismatch_mean/len_le_4"]  # runlocal: 4 new tokens
+  for r in (rows[2], sampler_rows[2]):  # diagnostics_every = 2
+    assert 0.0 <= r["logp_mismatch_mean"] <= r["logp_mismatch_max"] < 1e-5
+    assert all(k in r for k in buckets)
+  assert "logp_mismatch_mean" not in rows[1] and "logp_mismatch_mean" not in sampler_rows[3]
+  for k in ("loss", "grad_norm", "kl_mean"):
+    np.testing.assert_allclose([r[k] for r in rows[1:]], [r[k] for r in sampler_rows[1:]], rtol=1e-4, atol=1e-7)
+  assert rows[-1]["eval/reward_mean"] == sampler_rows[-1]["eval/reward_mean"]

@@ -269,3 +269,20 @@ def test_sampling_from_non_finite_logits_is_an_error(mesh, sampled):
   assert bool(bad.nonfinite_logits)
   with pytest.raises(FloatingPointError, match="logits held NaN or infinite values"):
     check_finite(bad)
+
+
+def test_length_buckets_and_logp_mismatch_by_bucket():
+  assert step_lib.length_buckets(64) == (16, 32, 48, 64)
+  assert step_lib.length_buckets(5) == (2, 3, 4, 5)
+  assert step_lib.length_buckets(2) == (1, 2)
+  sampler = jnp.array([[-1.0, -2.0, -3.0, 0.0], [-0.5, 0.0, 0.0, 0.0], [-1.0, -1.0, -1.0, -1.0]])
+  trainer = jnp.array([[-1.1, -2.0, -2.7, 9.0], [-0.5, 9.0, 9.0, 9.0], [-1.0, -1.0, -1.0, -1.2]])
+  mask = jnp.array([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]], bool)
+  lengths = jnp.array([3, 1, 4])
+  out = step_lib.logp_mismatch(sampler, trainer, mask, lengths, buckets=(1, 2, 3, 4))
+  assert float(out["logp_mismatch_mean"]) == pytest.approx(0.6 / 8)  # off-mask 9s are ignored
+  assert float(out["logp_mismatch_max"]) == pytest.approx(0.3)
+  assert float(out["logp_mismatch_mean/len_le_1"]) == 0.0
+  assert np.isnan(out["logp_mismatch_mean/len_le_2"])  # no completion of length 2
+  assert float(out["logp_mismatch_mean/len_le_3"]) == pytest.approx(0.4 / 3)
+  assert float(out["logp_mismatch_mean/len_le_4"]) == pytest.approx(0.2 / 4)
