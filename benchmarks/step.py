@@ -82,17 +82,18 @@ def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
 def vs_trl_overrides(ckpt: str) -> dict:
   """This trainer at VS_TRL's shape on the checkpoint `ckpt` (config overrides over method=grpo).
 
-  The built-in arith_digits prompts are 6 characters, so 6 tokens of the char tokenizer the checkpoint
-  was written with. The sampler stops a row at EOS (the config has no switch to ignore it); the
+  The built-in arith_digits prompts are mostly 6 characters, 6 tokens of the checkpoint's character
+  tokenizer; the longer ones are skipped. The sampler stops a row at EOS (the config has no switch to ignore it); the
   step's shapes are static at 64 new tokens, so the work does not depend on where rows end.
   """
   v = VS_TRL
   return {
     "model.kind": "hf",
     "model.path": ckpt,
-    "data.tokenizer": "char",
+    "data.tokenizer": ckpt,  # its tokenizer.json: the char tokenizer's ids, plus one so that all 64 decode
     "data.prompt_format": "plain",
     "data.max_prompt_len": v["prompt_len"],
+    "data.skip_bad_rows": True,
     "data.batch_size": v["prompts"],
     "rollout.group_size": v["group"],
     "rollout.max_new_tokens": v["new_tokens"],

@@ -5,7 +5,8 @@ built-in character tokenizer as tokenizer.json, as `python -m maxnorm_jax.export
     python benchmarks/peers/make_checkpoint.py [--out runs/bench_ckpt] [--seed 0]
 
 The shape is issue 11's: 4 layers, width 256, 4 heads / 2 kv heads of 64, mlp 768, tied embeddings,
-vocab 64 (the char tokenizer's 63 ids + 1 unused). Runs in the project's environment.
+vocab 64: the built-in character tokenizer's 63 ids plus "~", so that every id a model samples decodes.
+Runs in the project's environment.
 """
 
 import argparse
@@ -27,15 +28,16 @@ SHAPE = dict(
 def make_checkpoint(out: str, seed: int = 0) -> dict:
   """Writes the checkpoint directory `out` -> its config.json dict."""
   from maxnorm_jax.data import CharTokenizer
+  from maxnorm_jax.data.char_tokenizer import CHARS
   from maxnorm_jax.models import hf
   from maxnorm_jax.models.char_export import save_char_tokenizer
   from maxnorm_jax.models.config import ModelConfig
   from maxnorm_jax.models.create import create_model
 
-  tok = CharTokenizer()
   cfg = ModelConfig.tiny(param_dtype="float32", dtype="float32", **SHAPE)
-  if tok.vocab_size > cfg.vocab_size:
-    raise ValueError(f"the char tokenizer has {tok.vocab_size} ids, more than vocab_size {cfg.vocab_size}")
+  tok = CharTokenizer(CHARS + "~")
+  if tok.vocab_size != cfg.vocab_size:
+    raise ValueError(f"the tokenizer has {tok.vocab_size} ids, the model {cfg.vocab_size}")
   hf.save(create_model(cfg, seed=seed), out)
   ids = {"bos_token_id": tok.bos_id, "eos_token_id": tok.eos_id, "pad_token_id": tok.pad_id}
   path = os.path.join(out, "config.json")
