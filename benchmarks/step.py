@@ -53,6 +53,13 @@ def load_config(arg: str):
   return module.get_config(arg)
 
 
+def apply_overrides(c, overrides: dict) -> None:
+  """Sets each "section.name" key of `overrides` on the config `c`."""
+  for key, value in overrides.items():
+    section, name = key.split(".")
+    c[section][name] = value
+
+
 def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
   """Medians of KEYS (and the verifier wait fraction, completion length) over the steps after `skip`."""
   from maxnorm_jax.train import train
@@ -66,9 +73,7 @@ def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
   c.log.tensorboard = False
   c.log.cards_every = 0
   c.log.diagnostics_every = 0
-  for key, value in overrides.items():
-    section, name = key.split(".")
-    c[section][name] = value
+  apply_overrides(c, overrides)
   with tempfile.TemporaryDirectory() as workdir:
     rows = train(c, workdir)[1:] if c.eval.every else train(c, workdir)
   rows = [r for r in rows if r["step"] > skip]
@@ -119,8 +124,7 @@ def vs_trl(args) -> str:
   """Both whole steps on one checkpoint -> the markdown section."""
   import jax
 
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks", "peers"))
-  from make_checkpoint import make_checkpoint
+  from benchmarks.peers.make_checkpoint import make_checkpoint
 
   python = args.bench_python
   if not os.path.exists(python):
