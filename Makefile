@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 WORKDIR ?= runs/default
 
-.PHONY: train test lint format clean
+.PHONY: train test lint format clean bench-env
 
 $(VENV)/.created:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(VENV)/.installed-test
 format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The peers' benchmark environment (transformers, vLLM CPU, TRL): benchmarks/peers/README.md.
+bench-env:
+	PYTHON=$(PYTHON) bash benchmarks/peers/setup_env.sh
 
 clean:
 	rm -rf $(VENV) runs

@@ -2,16 +2,24 @@
 fraction of the step the device waits for the verifier (target: under 10%).
 
     python benchmarks/step.py [--steps 40] [--write]
+    python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--write]
 
 Each scenario runs the trainer (`maxnorm_jax.train.train`) from configs/default.py on this machine's
 devices, without SFT, evaluation or checkpoints, and reports medians over the steps after the first
 few (which compile). `time/verify` is the host's wait for the verifier pool after the device work
 was dispatched; `time/device_wait_verifier` is the part of that wait after the old and reference
 log-prob passes had finished, i.e. the time the device sat idle for the verifier.
+
+--vs-trl (issue 11) writes the peer checkpoint (benchmarks/peers/make_checkpoint.py: a random Qwen3 of
+4 layers, width 256), runs this trainer on it at 64 prompts x 8 samples, 6 prompt tokens, 64 new tokens at
+T=1, beta 0.01, 4 minibatches, grpo, and then TRL's GRPOTrainer at the same shape in .venv-bench
+(`make bench-env`; benchmarks/peers/trl_step.py), one after the other, and prints both side by side.
 """
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -29,6 +37,9 @@ SCENARIOS = {
     "math-verify in killable workers",
   ),
 }
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Issue 11's whole-step shape, on the checkpoint of benchmarks/peers/make_checkpoint.py.
+VS_TRL = dict(prompts=64, group=8, prompt_len=6, new_tokens=64, beta=0.01, minibatches=4)
 KEYS = ("time/generate", "time/verify", "time/logprobs", "time/update", "time/step", "time/device_wait_verifier")
 
 
@@ -42,7 +53,15 @@ def load_config(arg: str):
   return module.get_config(arg)
 
 
+def apply_overrides(c, overrides: dict) -> None:
+  """Sets each "section.name" key of `overrides` on the config `c`."""
+  for key, value in overrides.items():
+    section, name = key.split(".")
+    c[section][name] = value
+
+
 def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
+  """Medians of KEYS (and the verifier wait fraction, completion length) over the steps after `skip`."""
   from maxnorm_jax.train import train
 
   c = load_config(arg)
@@ -54,24 +73,115 @@ def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
   c.log.tensorboard = False
   c.log.cards_every = 0
   c.log.diagnostics_every = 0
-  for key, value in overrides.items():
-    section, name = key.split(".")
-    c[section][name] = value
+  apply_overrides(c, overrides)
   with tempfile.TemporaryDirectory() as workdir:
     rows = train(c, workdir)[1:] if c.eval.every else train(c, workdir)
   rows = [r for r in rows if r["step"] > skip]
   out = {k: float(np.median([r[k] for r in rows])) for k in KEYS}
   out["wait_frac"] = float(np.median([r["time/device_wait_verifier_frac"] for r in rows]))
+  out["response_len_mean"] = float(np.mean([r["response_len_mean"] for r in rows]))
   out["batch"] = f"{c.data.batch_size} x {c.rollout.group_size}, {c.rollout.max_new_tokens} new tokens"
   return out
 
 
+def vs_trl_overrides(ckpt: str) -> dict:
+  """This trainer at VS_TRL's shape on the checkpoint `ckpt` (config overrides over method=grpo).
+
+  The built-in arith_digits prompts are mostly 6 characters, 6 tokens of the checkpoint's character
+  tokenizer; the longer ones are skipped. The sampler stops a row at EOS (the config has no switch to ignore it); the
+  step's shapes are static at 64 new tokens, so the work does not depend on where rows end.
+  """
+  v = VS_TRL
+  return {
+    "model.kind": "hf",
+    "model.path": ckpt,
+    "data.tokenizer": ckpt,  # its tokenizer.json: the char tokenizer's ids, plus one so that all 64 decode
+    "data.prompt_format": "plain",
+    "data.max_prompt_len": v["prompt_len"],
+    "data.skip_bad_rows": True,
+    "data.batch_size": v["prompts"],
+    "rollout.group_size": v["group"],
+    "rollout.max_new_tokens": v["new_tokens"],
+    "rollout.temperature": 1.0,
+    "loss.beta": v["beta"],
+    "train.minibatches": v["minibatches"],
+    "train.ppo_epochs": 1,
+  }
+
+
+def run_trl(ckpt: str, steps: int, python: str) -> dict:
+  """benchmarks/peers/trl_step.py at VS_TRL's shape in the peers' environment -> its JSON."""
+  v = VS_TRL
+  cmd = [python, os.path.join(ROOT, "benchmarks", "peers", "trl_step.py"), "--model", ckpt, "--steps", str(steps)]
+  for key in ("prompts", "group", "prompt_len", "new_tokens", "beta", "minibatches"):
+    cmd += ["--" + key.replace("_", "-"), str(v[key])]
+  print("running " + " ".join(cmd), file=sys.stderr, flush=True)
+  out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True).stdout
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def vs_trl(args) -> str:
+  """Both whole steps on one checkpoint -> the markdown section."""
+  import jax
+
+  from benchmarks.peers.make_checkpoint import make_checkpoint
+
+  python = args.bench_python
+  if not os.path.exists(python):
+    raise SystemExit(f"{python} does not exist; run `make bench-env` first")
+  make_checkpoint(args.ckpt, seed=0)
+  ours = run_scenario("method=grpo", vs_trl_overrides(args.ckpt), args.steps, args.skip)
+  trl = run_trl(args.ckpt, args.trl_steps, python)
+  v = VS_TRL
+  rows = v["prompts"] * v["group"]
+  lines = [
+    "| trainer | generate | log-probs (old + ref) | update | step | step vs TRL |",
+    "|---|---|---|---|---|---|",
+    f"| maxnorm_jax (`train`, grpo) | {ours['time/generate']:.2f} s | {ours['time/logprobs']:.2f} s | "
+    f"{ours['time/update']:.2f} s | {ours['time/step']:.2f} s | {trl['median_s'] / ours['time/step']:.2f}x |",
+    f"| TRL {trl['version']} `GRPOTrainer` (torch {trl['torch']}, transformers {trl['transformers']}) | | | | "
+    f"{trl['median_s']:.2f} s | 1x |",
+  ]
+  body = report.header() + f"Devices: {jax.device_count()} x {jax.devices()[0].platform}\n"
+  body += f"Load average before / after: {args.load_before} / {load_average()}\n\n" + "\n".join(lines)
+  body += (
+    f"\n\nOne step: {v['prompts']} prompts x {v['group']} samples = {rows} rows, {v['prompt_len']} prompt "
+    f"tokens, {v['new_tokens']} new tokens at T=1, beta {v['beta']}, {v['minibatches']} optimizer steps on "
+    f"{rows // v['minibatches']}-row minibatches, float32, on the random Qwen3 checkpoint of "
+    "benchmarks/peers/make_checkpoint.py (4 layers, width 256, vocab 64). Ours: medians over steps "
+    f"{args.skip + 1}..{args.steps} (mean completion length {ours['response_len_mean']:.1f}: rows stop at EOS, "
+    f"the shapes stay at {v['new_tokens']}). TRL: median of its steps after the first "
+    f"({', '.join(f'{s:.2f}' for s in trl['step_s'])} s; EOS suppressed, every completion "
+    f"{v['new_tokens']} tokens). Step vs TRL: TRL's step time over ours (above 1: ours is faster).\n"
+  )
+  return body
+
+
+def load_average() -> str:
+  return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--steps", type=int, default=40)
-  parser.add_argument("--skip", type=int, default=5, help="first steps left out (compilation)")
+  parser.add_argument("--steps", type=int, default=None, help="RL steps (default 40; 8 with --vs-trl)")
+  parser.add_argument("--skip", type=int, default=None, help="first steps left out (compilation; default 5, 3)")
   parser.add_argument("--write", action="store_true", help="record the result in BENCHMARKS.md")
+  parser.add_argument("--vs-trl", action="store_true", help="issue 11's step on one checkpoint, beside TRL's")
+  parser.add_argument("--trl-steps", type=int, default=4, help="--vs-trl: TRL's RL steps (the first is a warm-up)")
+  parser.add_argument("--ckpt", default=os.path.join(ROOT, "runs", "bench_ckpt"), help="--vs-trl: checkpoint dir")
+  parser.add_argument("--bench-python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
   args = parser.parse_args()
+  args.load_before = load_average()
+  if args.vs_trl:
+    args.steps = args.steps or 8
+    args.skip = args.skip if args.skip is not None else 3
+    body = vs_trl(args)
+    print(body)
+    if args.write:
+      report.update_section("RL step against TRL", body)
+    return
+  args.steps = args.steps or 40
+  args.skip = args.skip if args.skip is not None else 5
   import jax
 
   lines = [
