@@ -13,11 +13,12 @@ import sys
 import numpy as np
 import torch
 import transformers
-from common import generation_args, prompt_ids, result, timed
+from common import generation_args, json_stdout, prompt_ids, result, timed
 
 
 def main():
   args = generation_args(__doc__)
+  out_json = json_stdout()
   torch.set_num_threads(args.threads)
   model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
   gen = model.generation_config
@@ -54,7 +55,9 @@ def main():
   print(
     json.dumps(
       result(args, lengths, times, peer="transformers", torch=torch.__version__, version=transformers.__version__)
-    )
+    ),
+    file=out_json,
+    flush=True,
   )
 
 
