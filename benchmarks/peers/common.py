@@ -2,6 +2,8 @@
 Imported by the runners in .venv-bench (numpy only)."""
 
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -21,6 +23,15 @@ def generation_args(doc: str) -> argparse.Namespace:
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--seed", type=int, default=0)
   return parser.parse_args()
+
+
+def json_stdout():
+  """A file on the real stdout for the one JSON line. File descriptor 1 then goes to stderr, so whatever
+  else is printed there, by this process or by the subprocesses it starts (vLLM's engine), is a log."""
+  sys.stdout.flush()
+  out = os.fdopen(os.dup(1), "w")
+  os.dup2(2, 1)
+  return out
 
 
 def prompt_ids(rows: int, prompt_len: int, vocab_size: int, seed: int) -> np.ndarray:

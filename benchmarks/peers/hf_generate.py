@@ -13,32 +13,32 @@ import sys
 import numpy as np
 import torch
 import transformers
-from common import generation_args, prompt_ids, result, timed
+from common import generation_args, json_stdout, prompt_ids, result, timed
 
 
 def main():
   args = generation_args(__doc__)
+  out_json = json_stdout()
   torch.set_num_threads(args.threads)
   model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
   gen = model.generation_config
   eos = gen.eos_token_id
-  gen.eos_token_id = eos if args.eos == "on" else None
-  gen.pad_token_id = gen.pad_token_id if gen.pad_token_id is not None else 0
-  ids = torch.from_numpy(prompt_ids(args.rows, args.prompt_len, model.config.vocab_size, args.seed))
-  kwargs = dict(
-    attention_mask=torch.ones_like(ids),
+  gen.update(
+    eos_token_id=eos if args.eos == "on" else None,
+    pad_token_id=gen.pad_token_id if gen.pad_token_id is not None else 0,
     do_sample=True,
     temperature=args.temperature,
     top_k=0,
     top_p=1.0,
     max_new_tokens=args.new_tokens,
-    generation_config=gen,
   )
+  ids = torch.from_numpy(prompt_ids(args.rows, args.prompt_len, model.config.vocab_size, args.seed))
+  mask = torch.ones_like(ids)
 
   def run(r):
     torch.manual_seed(args.seed + r)
     with torch.inference_mode():
-      return model.generate(ids, **kwargs)[:, args.prompt_len :].numpy()
+      return model.generate(ids, attention_mask=mask, generation_config=gen)[:, args.prompt_len :].numpy()
 
   times = []
   for r in range(args.repeats + 1):
@@ -54,7 +54,9 @@ def main():
   print(
     json.dumps(
       result(args, lengths, times, peer="transformers", torch=torch.__version__, version=transformers.__version__)
-    )
+    ),
+    file=out_json,
+    flush=True,
   )
 
 

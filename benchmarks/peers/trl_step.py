@@ -16,7 +16,6 @@ on_step_end of its last optimizer step; the first RL step (warm-up) is left out 
 """
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 import transformers
 import trl
+from common import json_stdout
 from datasets import Dataset
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -62,6 +62,7 @@ def main():
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--output-dir", default="/tmp/trl_step")
   args = parser.parse_args()
+  out_json = json_stdout()  # the trainer prints its logs on stdout
   rows = args.prompts * args.group
   if rows % args.minibatches:
     raise SystemExit(f"--minibatches {args.minibatches} does not divide {rows} rows")
@@ -110,8 +111,7 @@ def main():
     train_dataset=Dataset.from_dict({"prompt": texts}),
     callbacks=[timer],
   )
-  with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout carries the JSON
-    trainer.train()
+  trainer.train()
   ends = timer.marks[:: args.minibatches]
   steps = [b - a for a, b in zip(ends, ends[1:])]
   for i, s in enumerate(steps):
@@ -136,7 +136,9 @@ def main():
         "transformers": transformers.__version__,
         "version": trl.__version__,
       }
-    )
+    ),
+    file=out_json,
+    flush=True,
   )
 
 

@@ -14,13 +14,15 @@ import os
 import sys
 
 import numpy as np
-from common import generation_args, prompt_ids, result, timed
+from common import generation_args, json_stdout, prompt_ids, result, timed
 
 
 def main():
   args = generation_args(__doc__)
+  out_json = json_stdout()
   os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}")
   os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+  os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
   import vllm
   from vllm.inputs import TokensPrompt
 
@@ -63,7 +65,9 @@ def main():
   print(
     json.dumps(
       result(args, lengths, times, peer="vllm", torch=torch.__version__, version=vllm.__version__, startup_s=startup)
-    )
+    ),
+    file=out_json,
+    flush=True,
   )
 
 
