@@ -36,7 +36,8 @@ import numpy as np  # noqa: E402
 from maxnorm_jax.models import hf  # noqa: E402
 from maxnorm_jax.sampling import Categorical, generate  # noqa: E402
 
-ROWS, GROUP, PROMPT, FIXED_NEW, TAIL_NEW = 512, 8, 6, 64, 512
+GROUP, PROMPT, FIXED_NEW = 8, 6, 64
+ROWS, TAIL_NEW = 512, 512  # defaults of --rows and --tail-new-tokens
 FIRST_ID = 4  # benchmarks/peers/common.py: the prompts avoid the char tokenizer's special ids 0..3
 
 
@@ -167,6 +168,7 @@ def ensure_checkpoint(model_dir: str, peers_dir: str) -> None:
 
 
 def main():
+  global ROWS, TAIL_NEW
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--model", default=os.path.join(ROOT, "runs", "bench_ckpt"), help="HF checkpoint directory")
   parser.add_argument("--bench-python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
@@ -174,9 +176,12 @@ def main():
   parser.add_argument("--repeats", type=int, default=3, help="timed runs after one untimed first call")
   parser.add_argument("--tail-repeats", type=int, default=2, help="timed runs of the long-tailed workload")
   parser.add_argument("--compact-every", type=int, default=8)
+  parser.add_argument("--rows", type=int, default=ROWS, help="rows per rollout (a multiple of 8)")
+  parser.add_argument("--tail-new-tokens", type=int, default=TAIL_NEW, help="new tokens at most on the long tail")
   parser.add_argument("--no-peers", action="store_true")
   parser.add_argument("--write", action="store_true", help="write the section 'Rollouts' of BENCHMARKS.md")
   args = parser.parse_args()
+  ROWS, TAIL_NEW = args.rows, args.tail_new_tokens
 
   ensure_checkpoint(args.model, args.peers_dir)
   model = hf.load(args.model)
@@ -211,6 +216,8 @@ def main():
       peers[(peer, "fixed")] = run_peer(args.bench_python, path, args.model, FIXED_NEW, "off", rep)
       peers[(peer, "tail")] = run_peer(args.bench_python, path, args.model, TAIL_NEW, "on", tail)
   load = os.getloadavg()
+  raw = {"ours": ours, "roofline": roof, "peers": {f"{k[0]} {k[1]}": v for k, v in peers.items()}, "load": load}
+  print(json.dumps(raw, default=str), file=sys.stderr, flush=True)  # the raw figures, before any formatting
 
   fixed = ours["fixed shared"]
   step_s = fixed["best_s"] / FIXED_NEW
@@ -268,7 +275,6 @@ def main():
       lines.append(f"- {peer} {kind}: engine start {r['startup_s']:.1f} s (not counted).")
   body = "\n".join(lines)
   print(body)
-  print(json.dumps({"ours": ours, "roofline": {k: v for k, v in roof.items()}, "peers": {f"{k[0]} {k[1]}": v for k, v in peers.items()}}, default=str), file=sys.stderr)  # fmt: skip
   if args.write:
     from benchmarks.report import header, update_section
 
