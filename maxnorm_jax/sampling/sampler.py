@@ -98,6 +98,30 @@ def _sample_rows(method: SamplingMethod, logits: jax.Array, row_keys: jax.Array,
   return method.sample_rows(logits, jax.vmap(jax.random.fold_in, (0, None))(row_keys, step))
 
 
+def _layer_decode(cfg: ModelConfig, w, x, cos, sin, k_cache, v_cache, slot, key_mask, kv_len: int | None):
+  """`layers.layer_decode` attending only to the first `kv_len` cache positions (None: all S).
+
+  x [B,1,E], k_cache [B,K,D,S], v_cache [B,K,S,D], key_mask [B,S]; slot < kv_len. The cache beyond
+  the positions written so far is masked, so a static prefix that covers them gives the same result
+  at a fraction of the attention's memory traffic.
+  """
+  if kv_len is None or kv_len >= k_cache.shape[-1]:
+    return layers.layer_decode(cfg, w, x, cos, sin, k_cache, v_cache, slot, key_mask)
+  hn = layers.rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
+  q, k, v = layers.project_qkv(cfg, w, hn, cos, sin)
+  zero = jnp.zeros((), jnp.int32)
+  k_cache = jax.lax.dynamic_update_slice(
+    k_cache, jnp.transpose(k, (0, 2, 3, 1)).astype(k_cache.dtype), (zero, zero, zero, slot)
+  )
+  v_cache = jax.lax.dynamic_update_slice(
+    v_cache, jnp.transpose(v, (0, 2, 1, 3)).astype(v_cache.dtype), (zero, zero, slot, zero)
+  )
+  attn = layers.attend_cached(cfg, q[:, 0], k_cache[..., :kv_len], v_cache[:, :, :kv_len], key_mask[:, :kv_len])
+  x = x + layers.output_projection(cfg, w, attn[:, None])
+  y, _ = layers.feed_forward(cfg, w, layers.rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
+  return x + y, k_cache, v_cache
+
+
 def _as_typed_key(key: jax.Array) -> jax.Array:
   """A typed PRNG key (raw uint32 [2] keys are wrapped)."""
   return key if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
@@ -154,11 +178,12 @@ def _prefill(
 
 @functools.partial(
   jax.jit,
-  static_argnames=("cfg", "method", "prompt_len", "eos_id", "pad_id"),
+  static_argnames=("cfg", "method", "prompt_len", "eos_id", "pad_id", "kv_len"),
   donate_argnames=("state",),
 )
-def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState) -> DecodeState:
-  """Decodes until every row ended, token N - 1 was sampled or `state.stop` was reached."""
+def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState, kv_len=None) -> DecodeState:
+  """Decodes until every row ended, token N - 1 was sampled or `state.stop` was reached; attention
+  reads the first `kv_len` cache positions (None: all; it must cover prompt_len + state.stop - 1)."""
   n = state.tokens.shape[1]
   decode_layers = [layers.fuse_weights(cfg, cast_weights(cfg, lw)) for lw in w["layers"]]
   # The head as [V, E]: "be,ve->bv" ran faster than "be,ev->bv" for a small batch here.
@@ -179,7 +204,7 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState) -> D
     x = embed_tokens(cfg, w, prev)
     caches = []
     for lw, (kc, vc) in zip(decode_layers, st.caches):
-      x, kc, vc = layers.layer_decode(cfg, lw, x, cos, sin, kc, vc, slot, key_mask)
+      x, kc, vc = _layer_decode(cfg, lw, x, cos, sin, kc, vc, slot, key_mask, kv_len)
       caches.append((kc, vc))
     h = layers.rms_norm(x[:, 0], final_norm, cfg.rms_norm_eps)
     logits = jnp.einsum("be,ve->bv", h, head_t, preferred_element_type=jnp.float32)
@@ -248,18 +273,21 @@ def decode(
   method: SamplingMethod,
   eos_id: int | None = None,
   pad_id: int = 0,
+  kv_len: int | None = None,
 ) -> DecodeState:
   """Continues `state` (donated) until every row ended, N tokens were sampled or `state.stop`.
 
   Args:
     cfg, weights: the model. state: a `prefill` (or earlier `decode`) result of B rows.
     method, eos_id, pad_id: as given to `prefill`.
+    kv_len: attend to the first kv_len cache positions only (static; None: all S). They must cover
+      every position written before `state.stop`: kv_len >= prompt_len + state.stop - 1.
 
   Returns:
     The DecodeState after the last step: tokens / logprobs / valid [B, N], done [B], step [].
   """
   prompt_len = state.key_mask.shape[1] - state.tokens.shape[1]
-  return _decode(cfg, method, prompt_len, eos_id, pad_id, weights, state)
+  return _decode(cfg, method, prompt_len, eos_id, pad_id, weights, state, kv_len)
 
 
 def _bucket(live: int, floor: int) -> int:
@@ -316,7 +344,8 @@ def _flush(out: tuple, state: DecodeState) -> tuple:
 def _decode_compacting(cfg, weights, state: DecodeState, *, method, eos_id, pad_id, compact_every, floor, mesh, rules):
   """`decode` in chunks of `compact_every` steps; after a chunk that leaves at most half of the rows
   live, the live rows move to the smallest power-of-two batch (>= floor) that holds them, so the cost
-  of a step follows the rows still running. Reads one scalar (the live count) per chunk.
+  of a step follows the rows still running. Each chunk's attention reads only the cache prefix
+  written so far, rounded up to a power of two. Reads the live count and the step once per chunk.
 
   Returns (tokens, logprobs, valid, done) [total, ...], the final state, rows x steps computed.
   """
@@ -325,9 +354,12 @@ def _decode_compacting(cfg, weights, state: DecodeState, *, method, eos_id, pad_
   out = jax.tree.map(jnp.copy, out)
   n = state.tokens.shape[1]
   step, row_steps = int(state.step), 0
+  prompt_len = state.key_mask.shape[1] - n
   while True:
-    state = state.replace(stop=jnp.full((), min(step + compact_every, n), jnp.int32))
-    state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id)
+    stop = min(step + compact_every, n)
+    state = state.replace(stop=jnp.full((), stop, jnp.int32))
+    kv_len = _bucket(prompt_len + stop - 1, 16)  # attention reads the written prefix of the cache
+    state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id, kv_len=kv_len)
     rows = state.tokens.shape[0]
     live, after = jax.device_get((jnp.sum(~state.done), state.step))
     row_steps += rows * (int(after) - step)
