@@ -522,7 +522,16 @@ class Trainer:
 
     def score(weights):
       return step_lib.sequence_logprobs(
-        self.model_cfg, temperature, weights, chosen["ids"], chosen["mask"], out.tokens, out.mask, microbatches
+        self.model_cfg,
+        temperature,
+        weights,
+        chosen["ids"],
+        chosen["mask"],
+        out.tokens,
+        out.mask,
+        microbatches,
+        top_k=self.update_spec.top_k,
+        top_p=self.update_spec.top_p,
       )
 
     recompute = self.config.rollout.old_logp == "recompute"

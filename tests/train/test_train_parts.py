@@ -286,3 +286,22 @@ def test_length_buckets_and_logp_mismatch_by_bucket():
   assert np.isnan(out["logp_mismatch_mean/len_le_2"])  # no completion of length 2
   assert float(out["logp_mismatch_mean/len_le_3"]) == pytest.approx(0.4 / 3)
   assert float(out["logp_mismatch_mean/len_le_4"]) == pytest.approx(0.2 / 4)
+
+
+def test_truncated_sampling_logprobs_equal_the_trainers_recompute(mesh, sampled):
+  """top_p = 0.9, top_k = 5, temperature 0.7: the sampler's log-probs are those of the truncated,
+  renormalised distribution, and so are the trainer's (maxnorm_jax.core.truncation); the full
+  softmax the trainer used before differs."""
+  params, ids, pm, _ = sampled
+  method = Categorical(0.7, top_p=0.9, top_k=5)
+  out = generate_from_weights(
+    CFG, params, ids, pm, jax.random.key(2), 5, method=method, eos_id=2, pad_id=0, mesh=mesh, rules=RULES
+  )
+  mask = np.asarray(out.mask)
+  sampler = np.asarray(out.logprobs)
+  trainer, entropy = step_lib.sequence_logprobs(CFG, 0.7, params, ids, pm, out.tokens, out.mask, top_k=5, top_p=0.9)
+  np.testing.assert_allclose(np.asarray(trainer)[mask], sampler[mask], atol=1e-5)
+  assert float(np.max(np.asarray(entropy)[mask])) <= np.log(5) + 1e-5  # at most 5 tokens kept
+  full, _ = step_lib.sequence_logprobs(CFG, 0.7, params, ids, pm, out.tokens, out.mask)
+  gap = sampler[mask] - np.asarray(full)[mask]  # -log(kept mass) >= 0
+  assert np.all(gap >= -1e-6) and float(np.max(gap)) > 0.1
