@@ -91,6 +91,7 @@ def update_spec_of(c: Any, model_cfg: ModelConfig, mesh: Mesh, rules: Rules, opt
     grad_accum=c.train.grad_accum,
     top_k=int(c.rollout.top_k),
     top_p=float(c.rollout.top_p),
+    max_len=int(c.rollout.max_new_tokens),
   )
 
 

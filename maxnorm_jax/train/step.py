@@ -82,6 +82,7 @@ class UpdateSpec:
   grad_accum: int
   top_k: int = 0  # the rollouts' truncation: the log-prob passes score the distribution sampled from
   top_p: float = 1.0
+  max_len: int = 0  # Dr.GRPO's length constant: rollout.max_new_tokens (0: the batch's width), so trimming keeps it
 
 
 # ------------------------------------------------------------------------------- log-prob pass
@@ -216,7 +217,7 @@ def collapsed_groups(rewards, mask, collapse_std: float):
 
 def _minibatch_terms(spec: UpdateSpec, params, mb: Rollout, hp):
   """Loss sum (to differentiate) and metric sums of one microbatch."""
-  n = mb.tokens.shape[1]
+  n = spec.max_len or mb.tokens.shape[1]
   logp, entropy, lb = completion_pass(
     spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask, mb.tokens, mb.mask, spec.top_k, spec.top_p
   )
@@ -389,7 +390,7 @@ def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: b
     spec.top_k,
     spec.top_p,
   )
-  n = batch.tokens.shape[1]
+  n = spec.max_len or batch.tokens.shape[1]
   mask = batch.loss_mask & weights.takes_part[:, None]
   if with_kl:
     s, d = losses.kl_branch(
