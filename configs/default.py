@@ -248,6 +248,9 @@ def get_config(arg=None):
   c.rollout.top_p = 1.0  # nucleus sampling mass (1 = off)
   c.rollout.top_k = 0  # top-k sampling (0 = off)
   c.rollout.old_logp = "sampler"  # PPO old log-probs: "sampler" (the sampler's, no extra pass) or "recompute" (a pass)
+  c.rollout.length_buckets = (
+    True  # prompts and completions cut to the batch's longest, rounded up to limit/8, /4, /2 or limit
+  )
 
   c.advantage = mlc.ConfigDict()
   c.advantage.estimator = "maxnorm_rloo"  # a name of maxnorm_jax.core.advantages' registry (set by the method row)

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from maxnorm_jax.core import truncation
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.decoder import Decoder, DecoderWeights, head_matrix, hidden_states, load_balancing_loss
 
@@ -47,8 +48,13 @@ def logprobs_from_hidden(
   *,
   temperature: float = 1.0,
   chunk_size: int = 128,
+  top_k: int = 0,
+  top_p: float = 1.0,
 ) -> TokenLogProbs:
-  """Log-probs and entropies of `targets` [B, T] under the head applied to hidden [B, T, E]."""
+  """Log-probs and entropies of `targets` [B, T] under the head applied to hidden [B, T, E].
+
+  top_k > 0 or top_p < 1: under the truncated, renormalised distribution a sampler with these
+  settings draws from (`maxnorm_jax.core.truncation.token_log_probs`)."""
   b, t, e = hidden.shape
   chunk = min(chunk_size, t)
   n = -(-t // chunk)
@@ -60,6 +66,8 @@ def logprobs_from_hidden(
   @jax.checkpoint
   def one_chunk(h_c, t_c):
     logits = jnp.einsum("bce,ev->bcv", h_c, head, preferred_element_type=jnp.float32)
+    if truncation.truncates(top_k, top_p, logits.shape[-1]):
+      return truncation.token_log_probs(logits, t_c, temperature, top_k, top_p)
     logits = logits / temperature
     logp_all = jax.nn.log_softmax(logits, axis=-1)
     logp = jnp.take_along_axis(logp_all, t_c[..., None], axis=-1)[..., 0]

@@ -11,6 +11,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from maxnorm_jax.core import truncation
+
 
 def first_argmax(x: jax.Array) -> jax.Array:
   """Index of the first maximum over the last axis (max, then the first index equal to it;
@@ -61,20 +63,9 @@ class Categorical:
       raise ValueError(f"top_k must be >= 0, got {self.top_k}")
 
   def log_probs(self, logits: jax.Array) -> jax.Array:
-    """The log-probabilities [B, V] of the distribution tokens are drawn from (-inf outside)."""
-    x = logits.astype(jnp.float32) / self.temperature
-    neg_inf = jnp.asarray(-jnp.inf, x.dtype)
-    if 0 < self.top_k < x.shape[-1]:
-      kth = jax.lax.top_k(x, self.top_k)[0][..., -1:]
-      x = jnp.where(x < kth, neg_inf, x)
-    if self.top_p < 1.0:
-      sorted_x = -jnp.sort(-x, axis=-1)
-      p = jax.nn.softmax(sorted_x, axis=-1)
-      before = jnp.cumsum(p, axis=-1) - p  # probability mass strictly above each token
-      kept = jnp.sum(before < self.top_p, axis=-1, keepdims=True)  # >= 1
-      threshold = jnp.take_along_axis(sorted_x, kept - 1, axis=-1)
-      x = jnp.where(x < threshold, neg_inf, x)
-    return jax.nn.log_softmax(x, axis=-1)
+    """The log-probabilities [B, V] of the distribution tokens are drawn from (-inf outside): the
+    trainer scores tokens with the same function (`maxnorm_jax.core.truncation`)."""
+    return truncation.log_probs(logits, self.temperature, self.top_k, self.top_p)
 
   def sample(self, logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     logp = self.log_probs(logits)

@@ -158,6 +158,7 @@ def validate(c: Any) -> None:
     _fail("rollout.top_p", f"must lie in (0, 1], got {c.rollout.top_p!r}")
   _positive_int(c, "rollout.top_k", 0)
   _choice(c, "rollout.old_logp", ("sampler", "recompute"))
+  _choice(c, "rollout.length_buckets", (True, False))
   _positive_int(c, "reward.num_workers")
   _nonneg(c, "reward.timeout_s")
   if not c.reward.timeout_s <= MAX_DEADLINE_S:  # also refuses inf and nan

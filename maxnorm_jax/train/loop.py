@@ -307,7 +307,10 @@ class Trainer:
       return np.repeat(x, self.group_size, axis=0)
 
     records = [r for r in batch["records"] for _ in range(self.group_size)]
-    ids, mask, out = self._sample(params, rep(batch["prompt_ids"]), rep(batch["prompt_mask"]), key, self.sample_method)
+    prompt_ids, prompt_mask = batch["prompt_ids"], batch["prompt_mask"]
+    if self.config.rollout.length_buckets:
+      prompt_ids, prompt_mask = ro.trim_left_padding(prompt_ids, prompt_mask)
+    ids, mask, out = self._sample(params, rep(prompt_ids), rep(prompt_mask), key, self.sample_method)
     return dict(ids=ids, mask=mask, out=out, records=records)
 
   # ------------------------------------------------------------------------------ one RL step
@@ -372,6 +375,7 @@ class Trainer:
     """One round; its log-prob passes run on the device while the host waits for the verifier.
     -> (round, rewards [B], valid [B], passes)."""
     chosen, handle, idx = self._sample_and_submit(params, jax.random.fold_in(base, 0), times)
+    chosen = self._trim_completions(chosen)
     t_dispatch = time.perf_counter()
     passes = self._logprobs(params, chosen)
     with _timed(times, "verify"):
@@ -399,7 +403,21 @@ class Trainer:
     metrics["filter/rounds"] = float(len(rounds))
     metrics["filter/rollout_cost"] = float(len(rounds))
     metrics["filter/kept_frac"] = n_kept / self.num_prompts
-    return self._assemble(rounds, scored, which, grp)
+    chosen, rewards, valid = self._assemble(rounds, scored, which, grp)
+    return self._trim_completions(chosen), rewards, valid
+
+  def _trim_completions(self, chosen: dict) -> dict:
+    """With rollout.length_buckets, the completions [B, N] cut to [B, W]: W the `pad_width` of the
+    longest one (positions past it are masked everywhere, and Dr.GRPO's constant stays N)."""
+    out = chosen["out"]
+    if not self.config.rollout.length_buckets:
+      return chosen
+    lengths = ro.gather_rows(*ro.local_rows(out.lengths), self.num_rows)
+    width = ro.pad_width(int(lengths.max()), self.max_new_tokens)
+    if width == self.max_new_tokens:
+      return chosen
+    out = out.replace(tokens=out.tokens[:, :width], logprobs=out.logprobs[:, :width], mask=out.mask[:, :width])
+    return {**chosen, "out": out}
 
   def _update_batch(self, chosen, passes, card, sample_mask: np.ndarray) -> step_lib.Rollout:
     """The update's batch: the chosen round, its log-probs and the card's per-sequence weights."""
@@ -522,7 +540,16 @@ class Trainer:
 
     def score(weights):
       return step_lib.sequence_logprobs(
-        self.model_cfg, temperature, weights, chosen["ids"], chosen["mask"], out.tokens, out.mask, microbatches
+        self.model_cfg,
+        temperature,
+        weights,
+        chosen["ids"],
+        chosen["mask"],
+        out.tokens,
+        out.mask,
+        microbatches,
+        top_k=self.update_spec.top_k,
+        top_p=self.update_spec.top_p,
       )
 
     recompute = self.config.rollout.old_logp == "recompute"
@@ -545,9 +572,14 @@ class Trainer:
     def pick(xs):
       return take_rows(jnp.concatenate(xs, axis=0), take, self.mesh, self.rules)
 
+    def left_pad(x, width: int, value):  # rounds may have trimmed their prompts to different widths
+      return jnp.pad(x, ((0, 0), (width - x.shape[1], 0)), constant_values=value)
+
+    width = max(r["ids"].shape[1] for r in rounds)
     outs = [r["out"] for r in rounds]
     out = jax.tree.map(lambda *xs: pick(list(xs)) if xs[0].ndim else xs[0], *outs)
-    chosen = dict(ids=pick([r["ids"] for r in rounds]), mask=pick([r["mask"] for r in rounds]), out=out)
+    ids = pick([left_pad(r["ids"], width, self.pad_id) for r in rounds])
+    chosen = dict(ids=ids, mask=pick([left_pad(r["mask"], width, False) for r in rounds]), out=out)
     return chosen, rewards, valid
 
   # ------------------------------------------------------------------------------ evaluation

@@ -80,3 +80,22 @@ def fill_from_rounds(kept_per_round: Sequence[np.ndarray], num_groups: int) -> t
   rounds = np.array([r for r, _ in chosen], np.int32)
   groups_ = np.array([g for _, g in chosen], np.int32)
   return rounds, groups_, n_kept
+
+
+def pad_widths(limit: int, count: int = 4, smallest: int = 8) -> tuple[int, ...]:
+  """The widths a batch is padded or trimmed to: limit, limit / 2, limit / 4, ... (`count` of them,
+  rounded up, none below `smallest` nor above `limit`), so at most `count` shapes compile."""
+  return tuple(sorted({min(limit, max(smallest, -(-limit // 2**k))) for k in range(count)}))
+
+
+def pad_width(longest: int, limit: int) -> int:
+  """The smallest of `pad_widths(limit)` that holds `longest` tokens."""
+  return next(w for w in pad_widths(limit) if w >= min(longest, limit))
+
+
+def trim_left_padding(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Left-padded prompts ids, mask [B, L] -> [B, W]: the rightmost W = `pad_width(longest, L)`
+  columns (every real token is kept, and positions count real tokens, so nothing else changes)."""
+  limit = ids.shape[1]
+  width = pad_width(int(mask.sum(axis=1).max(initial=1)), limit)
+  return ids[:, limit - width :], mask[:, limit - width :]

@@ -89,6 +89,9 @@ def update_spec_of(c: Any, model_cfg: ModelConfig, mesh: Mesh, rules: Rules, opt
     ppo_epochs=c.train.ppo_epochs,
     minibatches=c.train.minibatches,
     grad_accum=c.train.grad_accum,
+    top_k=int(c.rollout.top_k),
+    top_p=float(c.rollout.top_p),
+    max_len=int(c.rollout.max_new_tokens),
   )
 
 

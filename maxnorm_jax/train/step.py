@@ -80,37 +80,65 @@ class UpdateSpec:
   ppo_epochs: int
   minibatches: int
   grad_accum: int
+  top_k: int = 0  # the rollouts' truncation: the log-prob passes score the distribution sampled from
+  top_p: float = 1.0
+  max_len: int = 0  # Dr.GRPO's length constant: rollout.max_new_tokens (0: the batch's width), so trimming keeps it
 
 
 # ------------------------------------------------------------------------------- log-prob pass
 
 
-def completion_pass(cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask):
+def completion_pass(
+  cfg: ModelConfig,
+  temperature: float,
+  params,
+  prompt_ids,
+  prompt_mask,
+  tokens,
+  mask,
+  top_k: int = 0,
+  top_p: float = 1.0,
+):
   """Per-token log-probs and entropies of the completion tokens, and the MoE balancing loss.
 
   prompt_ids, prompt_mask [B, L]; tokens, mask [B, N] -> logp, entropy [B, N] (0 off the mask), lb [].
   Logits at position t score token t+1, so the completion is scored from positions L-1 .. L+N-2.
+  Scored under the distribution the rollouts were drawn from: temperature, top_k, top_p
+  (`maxnorm_jax.core.truncation`; docs/DESIGN.md §3.4).
   """
   length = prompt_ids.shape[1]
   n = tokens.shape[1]
   ids = jnp.concatenate([prompt_ids, tokens], axis=1)
   attn = jnp.concatenate([prompt_mask, mask], axis=1)
   h, router = hidden_states(cfg, params, ids, attn)
-  out = logprobs_from_hidden(cfg, params, h[:, length - 1 : length + n - 1], tokens, mask, temperature=temperature)
+  out = logprobs_from_hidden(
+    cfg, params, h[:, length - 1 : length + n - 1], tokens, mask, temperature=temperature, top_k=top_k, top_p=top_p
+  )
   return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches"))
+@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p"))
 def sequence_logprobs(
-  cfg: ModelConfig, temperature: float, params, prompt_ids, prompt_mask, tokens, mask, microbatches: int = 1
+  cfg: ModelConfig,
+  temperature: float,
+  params,
+  prompt_ids,
+  prompt_mask,
+  tokens,
+  mask,
+  microbatches: int = 1,
+  *,
+  top_k: int = 0,
+  top_p: float = 1.0,
 ):
-  """(logp, entropy) [B, N] of the completions under `params` (old policy or reference).
+  """(logp, entropy) [B, N] of the completions under `params` (old policy or reference), scored
+  under the sampling distribution (temperature, top_k, top_p: `completion_pass`).
 
   microbatches M > 1: the rows go through in M passes of B/M (rows i, i+M, ...: every pass keeps
   the batch's row sharding), so activations are those of B/M rows.
   """
   if microbatches == 1:
-    logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask)
+    logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask, top_k, top_p)
     return logp, entropy
   b = tokens.shape[0]
 
@@ -118,7 +146,7 @@ def sequence_logprobs(
     return x.reshape((b // microbatches, microbatches) + x.shape[1:]).swapaxes(0, 1)
 
   def one(_, xs):
-    logp, entropy, _ = completion_pass(cfg, temperature, params, *xs)
+    logp, entropy, _ = completion_pass(cfg, temperature, params, *xs, top_k, top_p)
     return None, (logp, entropy)
 
   _, (logp, entropy) = jax.lax.scan(one, None, tuple(map(split, (prompt_ids, prompt_mask, tokens, mask))))
@@ -189,9 +217,9 @@ def collapsed_groups(rewards, mask, collapse_std: float):
 
 def _minibatch_terms(spec: UpdateSpec, params, mb: Rollout, hp):
   """Loss sum (to differentiate) and metric sums of one microbatch."""
-  n = mb.tokens.shape[1]
+  n = spec.max_len or mb.tokens.shape[1]
   logp, entropy, lb = completion_pass(
-    spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask, mb.tokens, mb.mask
+    spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask, mb.tokens, mb.mask, spec.top_k, spec.top_p
   )
   weights = losses.SequenceWeights(mb.advantages, mb.kl_weight, mb.takes_part)
   beta = hp["beta"] if spec.kl_in_loss else 0.0
@@ -352,9 +380,17 @@ def rollout_metrics(
 
 def _branch_losses(spec: UpdateSpec, params, batch: Rollout, weights, with_kl: bool, clip_low, clip_high):
   logp, _, _ = completion_pass(
-    spec.model, spec.temperature, params, batch.prompt_ids, batch.prompt_mask, batch.tokens, batch.mask
+    spec.model,
+    spec.temperature,
+    params,
+    batch.prompt_ids,
+    batch.prompt_mask,
+    batch.tokens,
+    batch.mask,
+    spec.top_k,
+    spec.top_p,
   )
-  n = batch.tokens.shape[1]
+  n = spec.max_len or batch.tokens.shape[1]
   mask = batch.loss_mask & weights.takes_part[:, None]
   if with_kl:
     s, d = losses.kl_branch(

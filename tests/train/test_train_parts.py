@@ -89,19 +89,31 @@ def test_local_rows_and_gather_cover_every_row(sampled):
   np.testing.assert_array_equal(ro.gather_rows(values, idx, 16), np.asarray(out.tokens))
 
 
-def _update_once(mesh, sampled, minibatches, grad_accum, aggregation, advantage_scale=1.0):
+def _padded(mesh, sampled, extra_prompt: int, extra_completion: int):
+  """The sampled batch with `extra_prompt` more left-padding columns and `extra_completion` more
+  masked completion columns (what rollout.length_buckets trims away)."""
   params, ids, pm, out = sampled
+  ids, pm, tokens, mask = (np.asarray(x) for x in (ids, pm, out.tokens, out.mask))
+  ids = np.pad(ids, ((0, 0), (extra_prompt, 0)))
+  pm = np.pad(pm, ((0, 0), (extra_prompt, 0)))
+  tokens = np.pad(tokens, ((0, 0), (0, extra_completion)))
+  mask = np.pad(mask, ((0, 0), (0, extra_completion)))
+  return params, *(rows_array(x, mesh, RULES) for x in (ids, pm, tokens, mask))
+
+
+def _update_once(mesh, sampled, minibatches, grad_accum, aggregation, advantage_scale=1.0, extra=(0, 0)):
+  params, ids, pm, tokens, mask = _padded(mesh, sampled, *extra)
   opt = optax.sgd(0.1)
   state = create_train_state(jax.tree.map(jnp.copy, params), opt, 0, {}, mesh)
   b = ids.shape[0]
   rng = np.random.default_rng(1)
-  old, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, out.tokens, out.mask)
+  old, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, tokens, mask)
   batch = step_lib.Rollout(
     prompt_ids=ids,
     prompt_mask=pm,
-    tokens=out.tokens,
-    mask=out.mask,
-    loss_mask=out.mask,
+    tokens=tokens,
+    mask=mask,
+    loss_mask=mask,
     old_logp=old,
     ref_logp=old - 0.1,
     advantages=rows_array((rng.normal(size=b) * advantage_scale).astype(np.float32), mesh, RULES),
@@ -122,6 +134,7 @@ def _update_once(mesh, sampled, minibatches, grad_accum, aggregation, advantage_
     ppo_epochs=1,
     minibatches=minibatches,
     grad_accum=grad_accum,
+    max_len=5,  # the sampled completions' max_new_tokens, whatever the batch's width
   )
   hp = {
     k: jnp.float32(v) for k, v in dict(clip_low=0.2, clip_high=0.28, beta=0.05, entropy_coef=0.01, aux_coef=0.0).items()
@@ -286,3 +299,52 @@ def test_length_buckets_and_logp_mismatch_by_bucket():
   assert np.isnan(out["logp_mismatch_mean/len_le_2"])  # no completion of length 2
   assert float(out["logp_mismatch_mean/len_le_3"]) == pytest.approx(0.4 / 3)
   assert float(out["logp_mismatch_mean/len_le_4"]) == pytest.approx(0.2 / 4)
+
+
+def test_truncated_sampling_logprobs_equal_the_trainers_recompute(mesh, sampled):
+  """top_p = 0.9, top_k = 5, temperature 0.7: the sampler's log-probs are those of the truncated,
+  renormalised distribution, and so are the trainer's (maxnorm_jax.core.truncation); the full
+  softmax the trainer used before differs."""
+  params, ids, pm, _ = sampled
+  method = Categorical(0.7, top_p=0.9, top_k=5)
+  out = generate_from_weights(
+    CFG, params, ids, pm, jax.random.key(2), 5, method=method, eos_id=2, pad_id=0, mesh=mesh, rules=RULES
+  )
+  mask = np.asarray(out.mask)
+  sampler = np.asarray(out.logprobs)
+  trainer, entropy = step_lib.sequence_logprobs(CFG, 0.7, params, ids, pm, out.tokens, out.mask, top_k=5, top_p=0.9)
+  np.testing.assert_allclose(np.asarray(trainer)[mask], sampler[mask], atol=1e-5)
+  assert float(np.max(np.asarray(entropy)[mask])) <= np.log(5) + 1e-5  # at most 5 tokens kept
+  full, _ = step_lib.sequence_logprobs(CFG, 0.7, params, ids, pm, out.tokens, out.mask)
+  gap = sampler[mask] - np.asarray(full)[mask]  # -log(kept mass) >= 0
+  assert np.all(gap >= -1e-6) and float(np.max(gap)) > 0.1
+
+
+def test_pad_widths_and_trimming_left_padding():
+  assert ro.pad_widths(64) == (8, 16, 32, 64) and ro.pad_widths(4096) == (512, 1024, 2048, 4096)
+  assert ro.pad_widths(8) == (8,) and ro.pad_widths(100) == (13, 25, 50, 100)
+  assert [ro.pad_width(n, 64) for n in (1, 8, 9, 17, 33, 64, 80)] == [8, 8, 16, 32, 64, 64, 64]
+  ids = np.zeros((2, 32), np.int32)
+  mask = np.zeros((2, 32), bool)
+  mask[0, -5:], mask[1, -11:] = True, True
+  ids[mask] = 7
+  short_ids, short_mask = ro.trim_left_padding(ids, mask)
+  assert short_ids.shape == (2, 16) and short_mask.sum() == 16 and short_ids.sum() == 7 * 16
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-sum-norm"])
+def test_padding_columns_change_nothing(mesh, sampled, aggregation):
+  """rollout.length_buckets drops left-padding prompt columns and masked completion columns: with
+  10 + 3 such columns the log-probs, the update and its metrics are those of the trimmed batch."""
+  params, ids, pm, tokens, mask = _padded(mesh, sampled, 10, 3)
+  wide, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, tokens, mask)
+  _, ids, pm, tokens, mask = _padded(mesh, sampled, 0, 0)
+  narrow, _ = step_lib.sequence_logprobs(CFG, 1.0, params, ids, pm, tokens, mask)
+  np.testing.assert_allclose(np.asarray(wide)[:, :5], np.asarray(narrow), atol=1e-6)
+  assert np.all(np.asarray(wide)[:, 5:] == 0.0)
+  trimmed, m_trimmed = _update_once(mesh, sampled, 2, 1, aggregation)
+  padded, m_padded = _update_once(mesh, sampled, 2, 1, aggregation, extra=(10, 3))
+  for a, b in zip(jax.tree.leaves(trimmed.params), jax.tree.leaves(padded.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+  for k in ("loss", "grad_norm", "kl_loss", "clip_frac"):
+    np.testing.assert_allclose(m_trimmed[k], m_padded[k], rtol=1e-5, atol=1e-7)
