@@ -34,6 +34,8 @@ def overrides(a) -> dict:
     "rollout.max_new_tokens": a.new_tokens,
     "data.max_prompt_len": a.prompt_len,
     "train.minibatches": a.minibatches,
+    "train.grad_accum": a.grad_accum,  # the preset's values are sized for 64 x 16 rows on its slice
+    "train.logprob_microbatches": a.logprob_microbatches,
   }
 
 
@@ -100,6 +102,8 @@ def real_step(a) -> dict:
     gate=bool(c.protocol.gate),
     binning=bool(c.protocol.binning),
     zero_group=c.protocol.zero_group,
+    drop_collapsed=c.filter.mode == "drop",
+    collapse_std=float(c.filter.collapse_std),
   )
   hparams = {k: replicated_array(np.float32(v), mesh) for k, v in specs.hparam_values(c, cfg).items()}
 
@@ -113,8 +117,9 @@ def real_step(a) -> dict:
     jax.block_until_ready(out.tokens)
     times["generate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    old, _ = step_lib.sequence_logprobs(cfg, 1.0, state.params, ids, pmask, out.tokens, out.mask)
-    ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask)
+    m = a.logprob_microbatches
+    old, _ = step_lib.sequence_logprobs(cfg, 1.0, state.params, ids, pmask, out.tokens, out.mask, m)
+    ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask, m)
     jax.block_until_ready((old, ref))
     times["logprobs"] = time.perf_counter() - t0
     rewards = rng.integers(0, 2, (p, g)).astype(np.float32)
@@ -162,6 +167,8 @@ def main():
   ap.add_argument("--new-tokens", type=int, default=32)
   ap.add_argument("--prompt-len", type=int, default=64)
   ap.add_argument("--minibatches", type=int, default=2)
+  ap.add_argument("--grad-accum", type=int, default=1)
+  ap.add_argument("--logprob-microbatches", type=int, default=1)
   a = ap.parse_args()
   planned = plan(a)
   measured = real_step(a)
