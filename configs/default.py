@@ -247,6 +247,7 @@ def get_config(arg=None):
   c.rollout.temperature = 1.0  # sampling temperature of the rollouts
   c.rollout.top_p = 1.0  # nucleus sampling mass (1 = off)
   c.rollout.top_k = 0  # top-k sampling (0 = off)
+  c.rollout.sample_chunks = 1  # sample the rows in this many passes (the KV cache holds rows / sample_chunks)
 
   c.advantage = mlc.ConfigDict()
   c.advantage.estimator = "maxnorm_rloo"  # a name of maxnorm_jax.core.advantages' registry (set by the method row)

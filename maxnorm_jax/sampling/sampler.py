@@ -244,12 +244,26 @@ def generate_from_weights(
   pad_id: int,
   mesh: Mesh | None = None,
   rules: Rules = DEFAULT_RULES,
+  chunks: int = 1,
 ) -> SampleOutput:
   """`generate` on a weights pytree (`Decoder.weights()` layout) and arrays already on devices.
 
   For the trainer: prompt_ids / prompt_mask [B, P] (int32 / bool, left-padded) may be global
   arrays that span several processes; nothing here reads them back to the host.
+  chunks C > 1: the rows are sampled in C passes of B/C (rows c, c+C, ...: every pass keeps the
+  batch's row sharding), so the KV cache is that of B/C rows; each pass has its own key.
   """
+  if chunks > 1:
+    if prompt_ids.shape[0] % chunks:
+      raise ValueError(f"chunks={chunks} does not divide the {prompt_ids.shape[0]} rows")
+    keys = jax.random.split(key, chunks)
+    outs = [
+      generate_from_weights(
+        cfg, weights, i, m, keys[c], max_new_tokens, method=method, eos_id=eos_id, pad_id=pad_id, mesh=mesh, rules=rules
+      )
+      for c, (i, m) in enumerate(split_rows((prompt_ids, prompt_mask), chunks, mesh, rules))
+    ]
+    return merge_rows(outs, mesh, rules)
   state = _prefill(cfg, method, max_new_tokens, eos_id, pad_id, mesh, rules, weights, prompt_ids, prompt_mask, key)
   state = _decode(cfg, method, prompt_ids.shape[1], eos_id, pad_id, weights, state)
   lengths = jnp.sum(state.valid, axis=1, dtype=jnp.int32)
@@ -261,6 +275,37 @@ def generate_from_weights(
     truncated=~state.done,
     decode_steps=state.step - 1,
     nonfinite_logits=state.nonfinite,
+  )
+
+
+@functools.partial(jax.jit, static_argnames=("chunks", "mesh", "rules"))
+def split_rows(tree: Any, chunks: int, mesh: Mesh | None, rules: Rules) -> tuple:
+  """Every leaf [B, ...] of `tree` -> a tuple of C leaves [B/C, ...] (pass c: rows c, c+C, ...), each
+  sharded by rows: a device's rows of each pass are among its own rows of the batch."""
+
+  def split(x):
+    parts = x.reshape(x.shape[0] // chunks, chunks, *x.shape[1:])
+    return tuple(constrain(parts[:, c], ("batch",) + (None,) * (x.ndim - 1), mesh, rules) for c in range(chunks))
+
+  leaves, treedef = jax.tree.flatten(tree)
+  per_leaf = [split(x) for x in leaves]
+  return tuple(jax.tree.unflatten(treedef, [p[c] for p in per_leaf]) for c in range(chunks))
+
+
+@functools.partial(jax.jit, static_argnames=("mesh", "rules"))
+def merge_rows(outs: list[SampleOutput], mesh: Mesh | None, rules: Rules) -> SampleOutput:
+  """The inverse of `split_rows` on the passes' outputs (decode_steps: the longest pass)."""
+
+  def merge(*parts):
+    x = jnp.stack(parts, axis=1)
+    return constrain(x.reshape(-1, *x.shape[2:]), ("batch",) + (None,) * (x.ndim - 2), mesh, rules)
+
+  rows = ("tokens", "logprobs", "mask", "lengths", "truncated")
+  merged = {k: merge(*(getattr(o, k) for o in outs)) for k in rows}
+  return SampleOutput(
+    **merged,
+    decode_steps=jnp.max(jnp.stack([o.decode_steps for o in outs])),
+    nonfinite_logits=jnp.any(jnp.stack([o.nonfinite_logits for o in outs])),
   )
 
 

@@ -224,6 +224,7 @@ class Trainer:
       pad_id=self.pad_id,
       mesh=self.mesh,
       rules=self.rules,
+      chunks=self.c.rollout.sample_chunks,
     )
     return ids, mask, out
 
