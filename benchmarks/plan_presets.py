@@ -73,7 +73,7 @@ def run(cmd: list[str], path: str, nice: int = 0) -> str:
   """Runs one plan into `path`; its CPU seconds, wall seconds and max RSS go to `path`.time."""
   if os.path.exists(path):
     return f"{path} (kept)"
-  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu", MAXNORM_PLAN_VERBOSE="1")  # pieces logged to .log
   t0 = time.time()
   with open(path + ".part", "w") as out, open(path + ".log", "w") as err:
     proc = subprocess.Popen(["nice", "-n", str(nice), *cmd], cwd=ROOT, env=env, stdout=out, stderr=err)
