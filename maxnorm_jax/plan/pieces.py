@@ -207,7 +207,7 @@ def _decode_state_shardings(state_shapes, mesh: Mesh, rules):
 
 def _log(msg: str) -> None:
   if os.environ.get("MAXNORM_PLAN_VERBOSE"):
-    print(f"[plan] {msg}", file=sys.stderr, flush=True)
+    print(f"[plan {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def compile_step(c, devices) -> StepPlan:
