@@ -98,10 +98,11 @@ def run(cmd: list[str], path: str, nice: int = 0) -> str:
 
 
 def table(out: str) -> str:
+  """The markdown table of every OUT/*.json (KV GiB/chip: one sampler pass's cache)."""
   rows = [
     "| preset | topology (chips) | mesh | shape | fits | peak GiB/chip (piece) | params+opt GiB/chip | KV GiB/chip "
-    "| est. step s | MFU | depth |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| sampler passes | est. step s | MFU | depth | plan CPU s (wall s) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for name in sorted(os.listdir(out)):
     if not name.endswith(".json"):
@@ -113,12 +114,18 @@ def table(out: str) -> str:
     gib = 1024**3
     depth = "{}-layer line from {}".format(s.get("num_layers", "?"), s["extrapolated_from_layers"])
     depth = depth if "extrapolated_from_layers" in s else "full compile"
+    cost = "-"
+    if os.path.exists(os.path.join(out, name + ".time")):
+      with open(os.path.join(out, name + ".time")) as f:
+        t = json.load(f)
+      cost = f"{t['cpu_s']:.0f} ({t['wall_s']:.0f})"
     rows.append(
       f"| {s['model']} | {s['topology']} ({s['chips']}) | {mesh} | {sh['prompts']}x{sh['group_size']}, "
       f"{sh['prompt_len']}+{sh['new_tokens']} | {'yes' if s['fits'] else '**no**'} | "
       f"{s['peak_bytes_per_chip'] / gib:.1f} ({s['peak_piece']}) | "
       f"{(s['param_bytes_per_chip'] + s['opt_state_bytes_per_chip']) / gib:.1f} | "
-      f"{s['kv_cache_bytes_per_chip'] / gib:.1f} | {s['est_step_s']:.1f} | {s['mfu']:.0%} | {depth} |"
+      f"{s['kv_cache_bytes_per_chip'] / gib:.1f} | {sh.get('sample_chunks', 1)} | {s['est_step_s']:.1f} | "
+      f"{s['mfu']:.0%} | {depth} | {cost} |"
     )
   return "\n".join(rows)
 
