@@ -34,6 +34,8 @@ def overrides(a) -> dict:
     "rollout.max_new_tokens": a.new_tokens,
     "data.max_prompt_len": a.prompt_len,
     "train.minibatches": a.minibatches,
+    "train.grad_accum": a.grad_accum,  # the preset's values are sized for 64 x 16 rows on its slice
+    "train.logprob_microbatches": a.logprob_microbatches,
   }
 
 
@@ -53,6 +55,19 @@ def plan(a) -> dict:
 
 def max_rss_bytes() -> int:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def stage(name: str, t0: float) -> None:
+  """One stderr line per stage (seconds, resident and peak GiB), so a run stopped for memory still
+  says how far it got."""
+  with open("/proc/self/status") as f:
+    rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
+  gib = 1024**3
+  print(
+    f"[cpu_check] {name}: {time.perf_counter() - t0:.1f} s, RSS {rss / gib:.2f} GiB, peak {max_rss_bytes() / gib:.2f} GiB",
+    file=sys.stderr,
+    flush=True,
+  )
 
 
 def real_step(a) -> dict:
@@ -80,6 +95,7 @@ def real_step(a) -> dict:
     section, name = key.split(".")
     c[section][name] = value
   base_rss = max_rss_bytes()
+  t_start = time.perf_counter()
   cfg, _ = model_config_of(c)
   mesh = make_mesh(dict(c.mesh))
   rules = specs.rules_of(c)
@@ -87,6 +103,7 @@ def real_step(a) -> dict:
   optimizer = specs.optimizer_of(c)
   state = create_train_state(params, optimizer, 0, advantages.initial_state(c.advantage.estimator), mesh)
   reference = jax.tree.map(jnp.copy, state.params)
+  stage("state (params, Adam moments, reference) placed", t_start)
   p, g, n, length = a.prompts, a.group, a.new_tokens, a.prompt_len
   rng = np.random.default_rng(0)
   ids = rows_array(rng.integers(0, cfg.vocab_size - 1, (p * g, length)).astype(np.int32), mesh, rules)
@@ -100,6 +117,8 @@ def real_step(a) -> dict:
     gate=bool(c.protocol.gate),
     binning=bool(c.protocol.binning),
     zero_group=c.protocol.zero_group,
+    drop_collapsed=c.filter.mode == "drop",
+    collapse_std=float(c.filter.collapse_std),
   )
   hparams = {k: replicated_array(np.float32(v), mesh) for k, v in specs.hparam_values(c, cfg).items()}
 
@@ -112,11 +131,14 @@ def real_step(a) -> dict:
     )
     jax.block_until_ready(out.tokens)
     times["generate"] = time.perf_counter() - t0
+    stage(f"step {step}: generated", t_start)
     t0 = time.perf_counter()
-    old, _ = step_lib.sequence_logprobs(cfg, 1.0, state.params, ids, pmask, out.tokens, out.mask)
-    ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask)
+    m = a.logprob_microbatches
+    old, _ = step_lib.sequence_logprobs(cfg, 1.0, state.params, ids, pmask, out.tokens, out.mask, m)
+    ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask, m)
     jax.block_until_ready((old, ref))
     times["logprobs"] = time.perf_counter() - t0
+    stage(f"step {step}: old and reference log-probs", t_start)
     rewards = rng.integers(0, 2, (p, g)).astype(np.float32)
     sample_mask = np.ones((p, g), bool)
     card, _ = step_lib.advantage_card(card_spec, jnp.asarray(rewards), jnp.asarray(sample_mask), state.estimator_state)
@@ -138,6 +160,7 @@ def real_step(a) -> dict:
     state, metrics = step_lib.update_fn(update_spec, state_shardings(state))(state, batch, hparams)
     jax.block_until_ready(metrics)
     times["update"] = time.perf_counter() - t0
+    stage(f"step {step}: update", t_start)
     times["step"] = sum(times.values())
     return state, times
 
@@ -162,8 +185,21 @@ def main():
   ap.add_argument("--new-tokens", type=int, default=32)
   ap.add_argument("--prompt-len", type=int, default=64)
   ap.add_argument("--minibatches", type=int, default=2)
+  ap.add_argument("--grad-accum", type=int, default=1)
+  ap.add_argument("--logprob-microbatches", type=int, default=1)
+  ap.add_argument("--plan-out", default="", help="also write the plan's JSON here before the real step runs")
   a = ap.parse_args()
   planned = plan(a)
+  if a.plan_out:
+    with open(a.plan_out, "w") as f:
+      json.dump(planned, f, indent=1)
+  gib = 1024**3
+  print(
+    f"[cpu_check] plan: peak {planned['peak_bytes_per_chip'] / gib:.2f} GiB per device in {planned['peak_piece']}, "
+    f"x {planned['chips']} devices = {planned['peak_bytes_per_chip'] * planned['chips'] / gib:.2f} GiB",
+    file=sys.stderr,
+    flush=True,
+  )
   measured = real_step(a)
   per_device = {k: v["peak_bytes"] for k, v in planned["pieces"].items()}
   print(

@@ -84,10 +84,11 @@ def _qwen3(hidden, inter, layers, heads, kv, tied=False, max_pos=40960, **moe):
   )
 
 
-def _hf(name, mesh, topology, arch):
+def _hf(name, mesh, topology, arch, sample_chunks=1):
   """A checkpoint preset. On its slice, a step at the seeds' largest RL shape (64 prompts x 16
-  samples, 1,024 + 8,192 tokens) fits with rematerialised layers, attention in query blocks of
-  512, update microbatches of 2 rows a chip and log-prob passes of 4 (PLAN.md)."""
+  samples, 1,024 + 8,192 tokens) is planned with rematerialised layers, attention in query blocks
+  of 512, update microbatches of 2 rows a chip, log-prob passes of 4 and, where the KV cache of
+  all 1,024 rows would not fit, the sampler in `sample_chunks` passes (PLAN.md)."""
   rows_split = _chips(topology) // (mesh["tensor"] * mesh["expert"])  # devices the rows spread over
   return dict(
     kind="hf",
@@ -97,6 +98,7 @@ def _hf(name, mesh, topology, arch):
     arch=arch,
     model=dict(remat=True, attention_chunk=512),
     train=dict(grad_accum=128 // rows_split, logprob_microbatches=256 // rows_split),
+    rollout=dict(sample_chunks=sample_chunks),
   )
 
 
@@ -132,8 +134,11 @@ MODELS = {
     "v5p-32",
     _qwen2(3584, 18944, 28, 28, 4, vocab=152064, tied=False, theta=10_000.0, max_pos=4096),
   ),
-  "qwen3-0.6b": _hf("Qwen/Qwen3-0.6B", _mesh(4), "v5p-8", _qwen3(1024, 3072, 28, 16, 8, tied=True)),
-  "qwen3-8b": _hf("Qwen/Qwen3-8B", _mesh(16), "v5p-32", _qwen3(4096, 12288, 36, 32, 8)),
+  # Qwen3's KV cache is 8 heads x 128 wide: 1,024 rows x 9,216 tokens of it are 252 GiB a chip
+  # for the 0.6B on 4 chips, 81 GiB for the 8B on 16 chips and 108 GiB for the 30B-A3B (rows over
+  # 8 of its 32 chips), so these sample in passes.
+  "qwen3-0.6b": _hf("Qwen/Qwen3-0.6B", _mesh(4), "v5p-8", _qwen3(1024, 3072, 28, 16, 8, tied=True), sample_chunks=8),
+  "qwen3-8b": _hf("Qwen/Qwen3-8B", _mesh(16), "v5p-32", _qwen3(4096, 12288, 36, 32, 8), sample_chunks=2),
   "qwen3-32b": _hf("Qwen/Qwen3-32B", _mesh(16, tensor=4), "v5p-128", _qwen3(5120, 25600, 64, 64, 8)),
   "qwen3-30b-a3b": _hf(
     "Qwen/Qwen3-30B-A3B",
@@ -152,6 +157,7 @@ MODELS = {
       decoder_sparse_step=1,
       mlp_only_layers=[],
     ),
+    sample_chunks=4,
   ),
 }
 
@@ -248,9 +254,10 @@ def get_config(arg=None):
   c.rollout.top_p = 1.0  # nucleus sampling mass (1 = off)
   c.rollout.top_k = 0  # top-k sampling (0 = off)
   c.rollout.old_logp = "sampler"  # PPO old log-probs: "sampler" (the sampler's, no extra pass) or "recompute" (a pass)
-  c.rollout.length_buckets = (
-    True  # prompts and completions cut to the batch's longest, rounded up to limit/8, /4, /2 or limit
-  )
+  # prompts and completions cut to the batch's longest, rounded up to limit/8, /4, /2 or limit
+  c.rollout.length_buckets = True
+  c.rollout.sample_chunks = 1  # sample the rows in this many passes (the KV cache holds rows / sample_chunks)
+  c.rollout.update(preset.get("rollout", {}))  # the preset's sampler passes on its slice (PLAN.md)
 
   c.advantage = mlc.ConfigDict()
   c.advantage.estimator = "maxnorm_rloo"  # a name of maxnorm_jax.core.advantages' registry (set by the method row)

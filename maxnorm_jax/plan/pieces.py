@@ -111,6 +111,7 @@ class StepPlan:
   model_source: str
   mesh: Mesh
   rows: int  # B = P x G
+  sample_chunks: int  # C: the sampler's passes of B/C rows (prefill and decode are compiled at B/C rows)
   prompt_len: int
   new_tokens: int
   param_count: int  # over the whole model
@@ -206,7 +207,7 @@ def _decode_state_shardings(state_shapes, mesh: Mesh, rules):
 
 def _log(msg: str) -> None:
   if os.environ.get("MAXNORM_PLAN_VERBOSE"):
-    print(f"[plan] {msg}", file=sys.stderr, flush=True)
+    print(f"[plan {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def compile_step(c, devices) -> StepPlan:
@@ -237,9 +238,12 @@ def compile_step(c, devices) -> StepPlan:
   pieces: list[Piece] = []
 
   _log("prefill")
-  pre_args = (cfg, method, n, eos_id, pad_id, mesh, rules, params, ids, pmask, key)
+  chunks = c.rollout.sample_chunks
+  pass_ids = ab.rows((b // chunks, length), jnp.int32, mesh, rules)
+  pass_mask = ab.rows((b // chunks, length), jnp.bool_, mesh, rules)
+  pre_args = (cfg, method, n, eos_id, pad_id, mesh, rules, params, pass_ids, pass_mask, key)
   pre, t = _compile("prefill", sampler_lib._prefill, *pre_args)
-  pieces.append(Piece("prefill", pre, (params, ids, pmask, key), 1, opt_bytes + ref_bytes, t))
+  pieces.append(Piece("prefill", pre, (params, pass_ids, pass_mask, key), chunks, opt_bytes + ref_bytes, t))
 
   state_shapes = jax.eval_shape(sampler_lib._prefill, *pre_args)
   state_shardings = pre.output_shardings or _decode_state_shardings(state_shapes, mesh, rules)
@@ -247,7 +251,7 @@ def compile_step(c, devices) -> StepPlan:
   kv_bytes = ab.tree_shard_bytes(decode_state.caches)
   _log("decode")
   dec, t = _compile("decode", sampler_lib._decode, cfg, method, length, eos_id, pad_id, params, decode_state)
-  pieces.append(Piece("decode", dec, (params, decode_state), 1, opt_bytes + ref_bytes, t))
+  pieces.append(Piece("decode", dec, (params, decode_state), chunks, opt_bytes + ref_bytes, t))
 
   temperature = float(c.rollout.temperature)
   tokens = ab.rows((b, n), jnp.int32, mesh, rules)
@@ -288,6 +292,7 @@ def compile_step(c, devices) -> StepPlan:
     model_source=source,
     mesh=mesh,
     rows=b,
+    sample_chunks=chunks,
     prompt_len=length,
     new_tokens=n,
     param_count=sum(math.prod(x.shape) for x in jax.tree.leaves(params)),

@@ -34,9 +34,10 @@ def piece_rooflines(plan: StepPlan, chip: Chip, epochs: int, updates: int, micro
     return rf.Roofline(flops, hbm, chips, chip.peak_flops, chip.hbm_bandwidth)
 
   state_bytes = plan.param_bytes + plan.opt_state_bytes
+  bp = b // plan.sample_chunks  # rows of one sampler pass (the pieces' `calls` count the passes)
   out = {
-    "prefill": line(rf.prefill_flops(cfg, b, length), read + plan.kv_cache_bytes),
-    "decode": line(steps * rf.decode_step_flops(cfg, b, length + n), steps * (read + plan.kv_cache_bytes)),
+    "prefill": line(rf.prefill_flops(cfg, bp, length), read + plan.kv_cache_bytes),
+    "decode": line(steps * rf.decode_step_flops(cfg, bp, length + n), steps * (read + plan.kv_cache_bytes)),
     "old_logprobs": line(rf.logprob_flops(cfg, b, length, n), read),
     "advantage_card": line(0.0, 0.0),
     "update": line(rf.update_flops(cfg, b, length, n, epochs), 3 * micro * read + 3 * updates * state_bytes),
@@ -95,6 +96,7 @@ def summarize(plan: StepPlan, chip: Chip, topology: str, c: Any) -> dict:
       new_tokens=plan.new_tokens,
       minibatches=m,
       grad_accum=a,
+      sample_chunks=plan.sample_chunks,
       ppo_epochs=epochs,
       remat=cfg.remat,
     ),
@@ -154,7 +156,7 @@ def text(summary: dict) -> str:
     f"compute; shape from {s['model_source']}{depth}) on {s['topology']} = {s['chips']} {s['chip']} chips, mesh {s['mesh']}",
     f"step: {sh['prompts']} prompts x {sh['group_size']} samples = {sh['rows']} rows, prompt {sh['prompt_len']} + "
     f"{sh['new_tokens']} new tokens, {sh['ppo_epochs']} epoch(s) x {sh['minibatches']} minibatches x "
-    f"{sh['grad_accum']} accumulation, remat={sh['remat']}",
+    f"{sh['grad_accum']} accumulation, remat={sh['remat']}, sampled in {sh.get('sample_chunks', 1)} pass(es)",
     f"per chip: params {gib(s['param_bytes_per_chip'])}, optimizer state {gib(s['opt_state_bytes_per_chip'])}, "
     f"reference {gib(s['reference_bytes_per_chip'])}, KV cache {gib(s['kv_cache_bytes_per_chip'])}, "
     f"HBM {gib(s['hbm_bytes_per_chip'])}",

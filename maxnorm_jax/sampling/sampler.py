@@ -461,6 +461,7 @@ def generate_from_weights(
   compact_every: int = 0,
   mesh: Mesh | None = None,
   rules: Rules = DEFAULT_RULES,
+  chunks: int = 1,
 ) -> SampleOutput:
   """`generate` on a weights pytree (`Decoder.weights()` layout) and arrays already on devices.
 
@@ -470,9 +471,25 @@ def generate_from_weights(
   runs a few batch sizes (powers of two), each compiled once. Samples depend neither on the shared
   prefill nor on compaction: row p * G + g of (prompts, num_samples=G) equals row p * G + g of
   (each prompt repeated G times, num_samples=1) for the same key.
+  chunks C > 1: the prompts are sampled in C passes of P/C (prompts c, c+C, ...: every pass keeps the
+  batch's row sharding, and a prompt's G samples stay in its pass), so the KV cache is that of
+  P/C * G rows; each pass has its own key, so the samples differ from one pass's.
   """
   if compact_every < 0:
     raise ValueError(f"compact_every must be >= 0, got {compact_every}")
+  if chunks > 1:
+    if prompt_ids.shape[0] % chunks:
+      raise ValueError(f"chunks={chunks} does not divide the {prompt_ids.shape[0]} prompts")
+    keys = jax.random.split(key, chunks)
+    passes = split_rows((prompt_ids, prompt_mask), chunks, mesh, rules)
+    kw = dict(
+      method=method, eos_id=eos_id, pad_id=pad_id, num_samples=num_samples, compact_every=compact_every, mesh=mesh
+    )
+    outs = [
+      generate_from_weights(cfg, weights, i, m, keys[c], max_new_tokens, rules=rules, **kw)
+      for c, (i, m) in enumerate(passes)
+    ]
+    return merge_rows(outs, num_samples, mesh, rules)
   state = prefill(
     cfg=cfg,
     weights=weights,
@@ -513,6 +530,39 @@ def generate_from_weights(
     decode_steps=state.step - 1,
     nonfinite_logits=state.nonfinite,
     row_steps=jnp.asarray(row_steps, jnp.int32),
+  )
+
+
+@functools.partial(jax.jit, static_argnames=("chunks", "mesh", "rules"))
+def split_rows(tree: Any, chunks: int, mesh: Mesh | None, rules: Rules) -> tuple:
+  """Every leaf [B, ...] of `tree` -> a tuple of C leaves [B/C, ...] (pass c: rows c, c+C, ...), each
+  sharded by rows: a device's rows of each pass are among its own rows of the batch."""
+
+  def split(x):
+    parts = x.reshape(x.shape[0] // chunks, chunks, *x.shape[1:])
+    return tuple(constrain(parts[:, c], ("batch",) + (None,) * (x.ndim - 1), mesh, rules) for c in range(chunks))
+
+  leaves, treedef = jax.tree.flatten(tree)
+  per_leaf = [split(x) for x in leaves]
+  return tuple(jax.tree.unflatten(treedef, [p[c] for p in per_leaf]) for c in range(chunks))
+
+
+@functools.partial(jax.jit, static_argnames=("group", "mesh", "rules"))
+def merge_rows(outs: list[SampleOutput], group: int, mesh: Mesh | None, rules: Rules) -> SampleOutput:
+  """The inverse of `split_rows` on the passes' outputs, whose rows come in groups of `group` samples of
+  one prompt (decode_steps: the longest pass; row_steps: their sum)."""
+
+  def merge(*parts):
+    x = jnp.stack([p.reshape(-1, group, *p.shape[1:]) for p in parts], axis=1)  # [P/C, C, G, ...]
+    return constrain(x.reshape(-1, *x.shape[3:]), ("batch",) + (None,) * (x.ndim - 3), mesh, rules)
+
+  rows = ("tokens", "logprobs", "mask", "lengths", "truncated")
+  merged = {k: merge(*(getattr(o, k) for o in outs)) for k in rows}
+  return SampleOutput(
+    **merged,
+    decode_steps=jnp.max(jnp.stack([o.decode_steps for o in outs])),
+    nonfinite_logits=jnp.any(jnp.stack([o.nonfinite_logits for o in outs])),
+    row_steps=jnp.sum(jnp.stack([o.row_steps for o in outs])),
   )
 
 

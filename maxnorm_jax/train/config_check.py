@@ -215,6 +215,12 @@ def validate(c: Any) -> None:
       "train.logprob_microbatches",
       f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.train.logprob_microbatches} passes",
     )
+  _positive_int(c, "rollout.sample_chunks")
+  if rows % c.rollout.sample_chunks:
+    _fail(
+      "rollout.sample_chunks",
+      f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.rollout.sample_chunks} passes",
+    )
   _choice(c, "train.on_nonfinite", NONFINITE_ACTIONS)
   if not c.optim.lr > 0:
     _fail("optim.lr", f"must be > 0, got {c.optim.lr!r}")

@@ -275,6 +275,7 @@ class Trainer:
       pad_id=self.pad_id,
       mesh=self.mesh,
       rules=self.rules,
+      chunks=self.config.rollout.sample_chunks,
     )
     return ids, mask, out
 

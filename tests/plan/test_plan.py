@@ -26,13 +26,15 @@ MESH = dict(data=1, fsdp=2, tensor=2, expert=1)
 
 def small_config():
   """The runlocal tiny model in bfloat16, sharded two ways on fsdp and tensor, with beta > 0 (a
-  reference), rematerialised layers, attention in query blocks and two log-prob passes."""
+  reference), rematerialised layers, attention in query blocks, two log-prob passes and the
+  sampler in two passes of rows."""
   c = config_module().get_config("runlocal=True")
   c.mesh.update(MESH)
   c.model.update(hidden_size=64, intermediate_size=128, num_heads=4, num_kv_heads=2, head_dim=16)
   c.model.update(param_dtype="bfloat16", dtype="bfloat16")
   c.model.update(remat=True, attention_chunk=4)  # 8 + 4 tokens: three query blocks
   c.train.logprob_microbatches = 2
+  c.rollout.sample_chunks = 2  # 16 rows sampled as two passes of 8
   c.loss.beta = 0.01
   return c
 
@@ -119,6 +121,8 @@ def test_param_bytes_equal_the_real_shards(compiled):
   assert all(x.dtype == jnp.bfloat16 for x in jax.tree.leaves(weights))
   kv = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(plan.pieces[1].args[1].caches))
   assert s["kv_cache_bytes_per_chip"] == kv // 4  # rows over fsdp (2) x kv heads over tensor (2)
+  rows = c.data.batch_size * c.rollout.group_size
+  assert plan.pieces[1].args[1].caches[0][0].shape[0] == rows // 2  # one sampler pass holds half the rows
 
 
 def test_prefill_flops_match_xla(compiled):
@@ -126,8 +130,13 @@ def test_prefill_flops_match_xla(compiled):
   c, plan, s = compiled
   p = s["pieces"]["prefill"]
   rows = c.data.batch_size * c.rollout.group_size
-  assert p["flops"] == rf.prefill_flops(plan.model, rows, c.data.max_prompt_len)
-  assert p["xla_flops_per_chip"] * s["chips"] == pytest.approx(p["flops"], rel=0.35)
+  assert p["flops"] == 2 * rf.prefill_flops(plan.model, rows // 2, c.data.max_prompt_len)  # two passes
+  assert p["xla_flops_per_chip"] * s["chips"] * 2 == pytest.approx(p["flops"], rel=0.35)
+  assert s["pieces"]["decode"]["flops"] == pytest.approx(
+    2
+    * (c.rollout.max_new_tokens - 1)
+    * rf.decode_step_flops(plan.model, rows // 2, c.data.max_prompt_len + c.rollout.max_new_tokens)
+  )
 
 
 def test_impossible_config_exits_1_naming_the_piece(tmp_path):
