@@ -256,6 +256,7 @@ def get_config(arg=None):
   c.rollout.old_logp = "sampler"  # PPO old log-probs: "sampler" (the sampler's, no extra pass) or "recompute" (a pass)
   # prompts and completions cut to the batch's longest, rounded up to limit/8, /4, /2 or limit
   c.rollout.length_buckets = True
+  c.rollout.shared_prefill = True  # prefill each prompt once and share its KV cache by its G samples
   c.rollout.sample_chunks = 1  # sample the rows in this many passes (the KV cache holds rows / sample_chunks)
   c.rollout.update(preset.get("rollout", {}))  # the preset's sampler passes on its slice (PLAN.md)
 

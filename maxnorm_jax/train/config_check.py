@@ -159,6 +159,7 @@ def validate(c: Any) -> None:
   _positive_int(c, "rollout.top_k", 0)
   _choice(c, "rollout.old_logp", ("sampler", "recompute"))
   _choice(c, "rollout.length_buckets", (True, False))
+  _choice(c, "rollout.shared_prefill", (True, False))
   _positive_int(c, "reward.num_workers")
   _nonneg(c, "reward.timeout_s")
   if not c.reward.timeout_s <= MAX_DEADLINE_S:  # also refuses inf and nan
@@ -220,6 +221,12 @@ def validate(c: Any) -> None:
     _fail(
       "rollout.sample_chunks",
       f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.rollout.sample_chunks} passes",
+    )
+  if c.rollout.shared_prefill and c.data.batch_size % c.rollout.sample_chunks:
+    _fail(
+      "rollout.sample_chunks",
+      f"with rollout.shared_prefill the {c.data.batch_size} prompts (data.batch_size) are split into the passes, "
+      f"and they do not split into {c.rollout.sample_chunks}",
     )
   _choice(c, "train.on_nonfinite", NONFINITE_ACTIONS)
   if not c.optim.lr > 0:

@@ -260,7 +260,9 @@ class Trainer:
 
   # ------------------------------------------------------------------------------ sampling + scoring
 
-  def _sample(self, params, prompt_ids: np.ndarray, prompt_mask: np.ndarray, key, method):
+  def _sample(self, params, prompt_ids: np.ndarray, prompt_mask: np.ndarray, key, method, num_samples: int = 1):
+    """Samples `num_samples` completions of each prompt [P, L] (one shared prefill per prompt) ->
+    (prompt ids, prompt mask) repeated to the P * num_samples rows, prompt-major, and the SampleOutput."""
     ids = rows_array(prompt_ids, self.mesh, self.rules)
     mask = rows_array(prompt_mask, self.mesh, self.rules)
     out = generate_from_weights(
@@ -273,10 +275,14 @@ class Trainer:
       method=method,
       eos_id=self.eos_id,
       pad_id=self.pad_id,
+      num_samples=num_samples,
       mesh=self.mesh,
       rules=self.rules,
       chunks=self.config.rollout.sample_chunks,
     )
+    if num_samples > 1:
+      ids = rows_array(np.repeat(prompt_ids, num_samples, axis=0), self.mesh, self.rules)
+      mask = rows_array(np.repeat(prompt_mask, num_samples, axis=0), self.mesh, self.rules)
     return ids, mask, out
 
   def _submit(self, out, records: list[dict]):
@@ -311,7 +317,10 @@ class Trainer:
     prompt_ids, prompt_mask = batch["prompt_ids"], batch["prompt_mask"]
     if self.config.rollout.length_buckets:
       prompt_ids, prompt_mask = ro.trim_left_padding(prompt_ids, prompt_mask)
-    ids, mask, out = self._sample(params, rep(prompt_ids), rep(prompt_mask), key, self.sample_method)
+    if self.config.rollout.shared_prefill:
+      ids, mask, out = self._sample(params, prompt_ids, prompt_mask, key, self.sample_method, self.group_size)
+    else:
+      ids, mask, out = self._sample(params, rep(prompt_ids), rep(prompt_mask), key, self.sample_method)
     return dict(ids=ids, mask=mask, out=out, records=records)
 
   # ------------------------------------------------------------------------------ one RL step
