@@ -292,9 +292,7 @@ def decode(
 
 def _bucket(live: int, floor: int) -> int:
   """The smallest power of two >= max(live, floor)."""
-  return (
-    1 << max(int(live), int(floor), 1).bit_length() - 1 if False else 1 << (max(int(live), int(floor)) - 1).bit_length()
-  )
+  return 1 << (max(int(live), int(floor), 1) - 1).bit_length()
 
 
 def _state_rows(state: DecodeState, mesh: Mesh | None, rules: Rules) -> DecodeState:
