@@ -250,7 +250,7 @@ def main():
             f"jitted jnp matmuls of those shapes run at {roof['flop_per_s'] / 1e9:.0f} GFLOP/s here ("
             + ", ".join(f"{k}: {v:.0f}" for k, v in roof["by_shape"].items())
             + f"), i.e. {1e3 * roof['matmul_s_per_step']:.1f} ms per step; ours takes "
-            f"{1e3 * step_s:.1f} ms per generated token (prefill included): "
+            f"{1e3 * step_s:.1f} ms per decode step of {ROWS} rows (prefill included): "
             f"{100 * fixed['tokens_per_s'] / roof['tokens_per_s']:.0f}% of the roofline (target 50%)."]  # fmt: skip
   for peer in ("transformers", "vLLM CPU"):
     r = peers.get((peer, "fixed"))

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _sections():
   with open(os.path.join(ROOT, "docs", "DESIGN.md")) as f:
-    return {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", f.read(), re.M)}
+    return {m.group(1) for m in re.finditer(r"^#{2,4} (\d+(?:\.\d+)*)\.? ", f.read(), re.M)}
 
 
 def _tracked_text_files():

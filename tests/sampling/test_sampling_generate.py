@@ -148,7 +148,7 @@ def test_decode_loop_stops_once_every_sequence_ended(model, prompts):
 
 
 def test_sampling_in_passes_of_rows_equals_one_pass(cfg, prompts, greedy):
-  """chunks=2: rows 0, 2 then 1, 3 (each pass sharded by rows over data=2), merged back in order."""
+  """chunks=2: prompts 0, 2 then 1, 3 (each pass sharded by rows over data=2), merged back in order."""
   from maxnorm_jax.parallel import rows_array
   from maxnorm_jax.parallel.rules import DEFAULT_RULES
   from maxnorm_jax.sampling import Greedy, generate_from_weights
@@ -165,5 +165,5 @@ def test_sampling_in_passes_of_rows_equals_one_pass(cfg, prompts, greedy):
   np.testing.assert_allclose(passes.logprobs, whole.logprobs, atol=1e-5)
   assert int(passes.decode_steps) == int(whole.decode_steps) and int(whole.lengths[0]) <= 3
   assert passes.tokens.sharding.spec[0] == "data"
-  with pytest.raises(ValueError, match="chunks=3 does not divide the 4 rows"):
+  with pytest.raises(ValueError, match="chunks=3 does not divide the 4 prompts"):
     generate_from_weights(cfg, weights, ids, mask, jax.random.key(0), N, chunks=3, **kw)
