@@ -112,6 +112,7 @@ class StepPlan:
   mesh: Mesh
   rows: int  # B = P x G
   sample_chunks: int  # C: the sampler's passes of B/C rows (prefill and decode are compiled at B/C rows)
+  prefill_rows: int  # rows one prefill call runs: P/C prompts with rollout.shared_prefill, else B/C
   prompt_len: int
   new_tokens: int
   param_count: int  # over the whole model
@@ -239,9 +240,13 @@ def compile_step(c, devices) -> StepPlan:
 
   _log("prefill")
   chunks = c.rollout.sample_chunks
-  pass_ids = ab.rows((b // chunks, length), jnp.int32, mesh, rules)
-  pass_mask = ab.rows((b // chunks, length), jnp.bool_, mesh, rules)
-  pre_args = (cfg, method, n, eos_id, pad_id, mesh, rules, params, pass_ids, pass_mask, key)
+  # With the shared prefill (the trainer's default) a pass prefills its P/C prompts once and repeats
+  # each prompt's cache over its G rows; without it, the B/C rows are prefilled one by one.
+  shared = bool(c.rollout.shared_prefill)
+  prefill_rows, samples = (p // chunks, g) if shared else (b // chunks, 1)
+  pass_ids = ab.rows((prefill_rows, length), jnp.int32, mesh, rules)
+  pass_mask = ab.rows((prefill_rows, length), jnp.bool_, mesh, rules)
+  pre_args = (cfg, method, n, eos_id, pad_id, mesh, rules, params, pass_ids, pass_mask, key, samples)
   pre, t = _compile("prefill", sampler_lib._prefill, *pre_args)
   pieces.append(Piece("prefill", pre, (params, pass_ids, pass_mask, key), chunks, opt_bytes + ref_bytes, t))
 
@@ -256,13 +261,18 @@ def compile_step(c, devices) -> StepPlan:
   temperature = float(c.rollout.temperature)
   tokens = ab.rows((b, n), jnp.int32, mesh, rules)
   tmask = ab.rows((b, n), jnp.bool_, mesh, rules)
-  _log("old_logprobs")
-  m = c.train.logprob_microbatches
-  lp, t = _compile("old_logprobs", step_lib.sequence_logprobs, cfg, temperature, params, ids, pmask, tokens, tmask, m)
-  lp_args = (params, ids, pmask, tokens, tmask)
-  pieces.append(Piece("old_logprobs", lp, lp_args, 1, opt_bytes + ref_bytes, t))
-  if use_reference:  # the reference has the parameters' dtype and layout: the same executable
-    pieces.append(Piece("ref_logprobs", lp, lp_args, 1, param_bytes + opt_bytes, 0.0))
+  # The old policy's pass runs only with rollout.old_logp="recompute" (by default the update uses the
+  # sampler's log-probs); the reference's when loss.beta > 0. Both are one executable.
+  logprob_pieces = ["old_logprobs"] if c.rollout.old_logp == "recompute" else []
+  logprob_pieces += ["ref_logprobs"] if use_reference else []
+  if logprob_pieces:
+    _log("logprobs")
+    m = c.train.logprob_microbatches
+    lp_args = (params, ids, pmask, tokens, tmask)
+    lp, t = _compile("logprobs", step_lib.sequence_logprobs, cfg, temperature, *lp_args, m)
+    for i, name in enumerate(logprob_pieces):  # the reference has the parameters' dtype and layout
+      resident = opt_bytes + (ref_bytes if name == "old_logprobs" else param_bytes)
+      pieces.append(Piece(name, lp, lp_args, 1, resident, t if i == 0 else 0.0))
 
   rewards = ab.replicated_like(jax.ShapeDtypeStruct((p, g), jnp.float32), mesh)
   card_spec = step_lib.CardSpec(
@@ -293,6 +303,7 @@ def compile_step(c, devices) -> StepPlan:
     mesh=mesh,
     rows=b,
     sample_chunks=chunks,
+    prefill_rows=prefill_rows,
     prompt_len=length,
     new_tokens=n,
     param_count=sum(math.prod(x.shape) for x in jax.tree.leaves(params)),

@@ -36,13 +36,13 @@ def piece_rooflines(plan: StepPlan, chip: Chip, epochs: int, updates: int, micro
   state_bytes = plan.param_bytes + plan.opt_state_bytes
   bp = b // plan.sample_chunks  # rows of one sampler pass (the pieces' `calls` count the passes)
   out = {
-    "prefill": line(rf.prefill_flops(cfg, bp, length), read + plan.kv_cache_bytes),
+    "prefill": line(rf.prefill_flops(cfg, plan.prefill_rows, length), read + plan.kv_cache_bytes),
     "decode": line(steps * rf.decode_step_flops(cfg, bp, length + n), steps * (read + plan.kv_cache_bytes)),
     "old_logprobs": line(rf.logprob_flops(cfg, b, length, n), read),
     "advantage_card": line(0.0, 0.0),
     "update": line(rf.update_flops(cfg, b, length, n, epochs), 3 * micro * read + 3 * updates * state_bytes),
   }
-  out["ref_logprobs"] = out["old_logprobs"]
+  out["ref_logprobs"] = out["old_logprobs"]  # the same pass with the reference's weights
   return out
 
 
@@ -97,6 +97,8 @@ def summarize(plan: StepPlan, chip: Chip, topology: str, c: Any) -> dict:
       minibatches=m,
       grad_accum=a,
       sample_chunks=plan.sample_chunks,
+      prefill_rows=plan.prefill_rows,
+      old_logp=c.rollout.old_logp,
       ppo_epochs=epochs,
       remat=cfg.remat,
     ),

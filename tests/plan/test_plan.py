@@ -74,7 +74,9 @@ def test_topology_names():
 
 def test_every_piece_compiles_and_fits(compiled):
   _, plan, s = compiled
-  assert list(s["pieces"]) == ["prefill", "decode", "old_logprobs", "ref_logprobs", "advantage_card", "update"]
+  # rollout.old_logp="sampler" (the default): no old-policy pass, only the reference's (beta > 0)
+  assert list(s["pieces"]) == ["prefill", "decode", "ref_logprobs", "advantage_card", "update"]
+  assert s["shapes"]["old_logp"] == "sampler"
   assert s["fits"] and s["chips"] == 4 and s["hbm_bytes_per_chip"] == 16 * GIB
   for name, p in s["pieces"].items():
     assert p["fits"] and p["compiler_error"] is None, name
@@ -130,7 +132,9 @@ def test_prefill_flops_match_xla(compiled):
   c, plan, s = compiled
   p = s["pieces"]["prefill"]
   rows = c.data.batch_size * c.rollout.group_size
-  assert p["flops"] == 2 * rf.prefill_flops(plan.model, rows // 2, c.data.max_prompt_len)  # two passes
+  # the shared prefill runs each pass's prompts once (P/2 rows), not its P x G / 2 rows
+  assert plan.prefill_rows == s["shapes"]["prefill_rows"] == c.data.batch_size // 2
+  assert p["flops"] == 2 * rf.prefill_flops(plan.model, c.data.batch_size // 2, c.data.max_prompt_len)
   assert p["xla_flops_per_chip"] * s["chips"] * 2 == pytest.approx(p["flops"], rel=0.35)
   assert s["pieces"]["decode"]["flops"] == pytest.approx(
     2
