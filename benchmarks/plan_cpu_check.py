@@ -6,7 +6,8 @@ Random weights (its 151,936-token vocabulary, bf16 parameters and compute), 8 si
 and the preset's mesh (fsdp=4, data=2). First `python -m maxnorm_jax.plan --topology=cpu` plans the
 same config in a subprocess (per-device peak of each piece, roofline time from this CPU's measured
 matmul peak and copy bandwidth); then this process runs the step's device work with the trainer's
-functions (prefill + decode, old and reference log-probs, advantage card, PPO update) twice and
+functions as it runs them by default (the shared prefill + decode, the sampler's log-probs as the
+old policy's, the reference's log-prob pass, advantage card, PPO update) twice and
 times the second run, and reports its peak resident memory (getrusage) above the memory after
 start-up. Prints one JSON object.
 """
@@ -106,7 +107,11 @@ def real_step(a) -> dict:
   stage("state (params, Adam moments, reference) placed", t_start)
   p, g, n, length = a.prompts, a.group, a.new_tokens, a.prompt_len
   rng = np.random.default_rng(0)
-  ids = rows_array(rng.integers(0, cfg.vocab_size - 1, (p * g, length)).astype(np.int32), mesh, rules)
+  prompts = rng.integers(0, cfg.vocab_size - 1, (p, length)).astype(np.int32)
+  # As the trainer samples by default (rollout.shared_prefill): P prompts prefilled once, G rows each.
+  prompt_ids = rows_array(prompts, mesh, rules)
+  prompt_mask = rows_array(np.ones((p, length), bool), mesh, rules)
+  ids = rows_array(np.repeat(prompts, g, axis=0), mesh, rules)
   pmask = rows_array(np.ones((p * g, length), bool), mesh, rules)
   method = Categorical(temperature=1.0)
   update_spec = specs.update_spec_of(c, cfg, mesh, rules, optimizer)
@@ -127,18 +132,31 @@ def real_step(a) -> dict:
     t0 = time.perf_counter()
     key = jax.random.fold_in(jax.random.key(0), step)
     out = generate_from_weights(
-      cfg, state.params, ids, pmask, key, n, method=method, eos_id=cfg.vocab_size - 1, pad_id=0, mesh=mesh, rules=rules
+      cfg,
+      state.params,
+      prompt_ids,
+      prompt_mask,
+      key,
+      n,
+      method=method,
+      eos_id=cfg.vocab_size - 1,
+      pad_id=0,
+      mesh=mesh,
+      rules=rules,
+      num_samples=g,
     )
     jax.block_until_ready(out.tokens)
     times["generate"] = time.perf_counter() - t0
     stage(f"step {step}: generated", t_start)
     t0 = time.perf_counter()
     m = a.logprob_microbatches
-    old, _ = step_lib.sequence_logprobs(cfg, 1.0, state.params, ids, pmask, out.tokens, out.mask, m)
+    # rollout.old_logp="sampler" (the default): the old log-probs are the sampler's; the reference's
+    # pass is the one log-prob pass of the step.
+    old = out.logprobs
     ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask, m)
-    jax.block_until_ready((old, ref))
+    jax.block_until_ready(ref)
     times["logprobs"] = time.perf_counter() - t0
-    stage(f"step {step}: old and reference log-probs", t_start)
+    stage(f"step {step}: reference log-probs", t_start)
     rewards = rng.integers(0, 2, (p, g)).astype(np.float32)
     sample_mask = np.ones((p, g), bool)
     card, _ = step_lib.advantage_card(card_spec, jnp.asarray(rewards), jnp.asarray(sample_mask), state.estimator_state)
