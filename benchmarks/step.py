@@ -135,7 +135,7 @@ def vs_trl(args) -> str:
   v = VS_TRL
   rows = v["prompts"] * v["group"]
   lines = [
-    "| trainer | generate | log-probs (old + ref) | update | step | step vs TRL |",
+    "| trainer | generate | log-probs (reference; old ones from the sampler) | update | step | step vs TRL |",
     "|---|---|---|---|---|---|",
     f"| maxnorm_jax (`train`, grpo) | {ours['time/generate']:.2f} s | {ours['time/logprobs']:.2f} s | "
     f"{ours['time/update']:.2f} s | {ours['time/step']:.2f} s | {trl['median_s'] / ours['time/step']:.2f}x |",
