@@ -153,7 +153,9 @@ def real_step(a) -> dict:
     # rollout.old_logp="sampler" (the default): the old log-probs are the sampler's; the reference's
     # pass is the one log-prob pass of the step.
     old = out.logprobs
-    ref, _ = step_lib.sequence_logprobs(cfg, 1.0, reference, ids, pmask, out.tokens, out.mask, m)
+    ref, _ = step_lib.sequence_logprobs(
+      cfg, 1.0, reference, ids, pmask, out.tokens, out.mask, m, mesh=mesh, rules=rules
+    )
     jax.block_until_ready(ref)
     times["logprobs"] = time.perf_counter() - t0
     stage(f"step {step}: reference log-probs", t_start)

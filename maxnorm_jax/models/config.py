@@ -63,7 +63,7 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype of activations and matmuls
   softmax_fp32: bool = True  # attention and router softmax in float32
   logits_fp32: bool = True  # final logits in float32
-  remat: bool = False  # rematerialise each decoder layer in the backward pass
+  remat: bool = False  # rematerialise each decoder layer in the backward pass (layers of equal shapes run as a scan)
   attention_chunk: int = 0  # > 0: attention over a whole sequence in query blocks of this size
 
   def __post_init__(self):

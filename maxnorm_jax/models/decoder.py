@@ -7,9 +7,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh
 
 from maxnorm_jax.models import layers
 from maxnorm_jax.models.config import ModelConfig
+from maxnorm_jax.parallel.rules import Rules
+from maxnorm_jax.parallel.sharding import constrain
 
 DecoderWeights = dict[str, Any]  # {"embed", "layers": [Weights], "final_norm", "lm_head"?}
 
@@ -153,27 +156,42 @@ def hidden_states(
   input_ids: jax.Array,
   attention_mask: jax.Array | None = None,
   positions: jax.Array | None = None,
+  mesh: Mesh | None = None,
+  rules: Rules = (),
 ) -> tuple[jax.Array, list[jax.Array]]:
-  """Final-normed hidden states [B, T, E] and each MoE layer's router logits [B, T, X]."""
+  """Final-normed hidden states [B, T, E] and each MoE layer's router logits [B, T, X].
+
+  With a `mesh`, the activations are pinned to rows over the batch axes of `rules`
+  (`layers.ACTIVATION_AXES`)."""
   b, t = input_ids.shape
   if positions is None:
     positions = default_positions(input_ids, attention_mask)
   cos, sin = layers.rope_cos_sin(cfg, positions)
   mask = causal_mask(attention_mask, b, t)
-  x = embed_tokens(cfg, w, input_ids)
+  x = constrain(embed_tokens(cfg, w, input_ids), layers.ACTIVATION_AXES["residual"], mesh, rules)
 
   def run_layer(lw, x):
-    y, _, router_logits = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask)
+    y, _, router_logits = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask, mesh, rules)
     return y, router_logits
 
   if cfg.remat:
     run_layer = jax.checkpoint(run_layer)
   router = []
-  for lw in w["layers"]:
-    x, router_logits = run_layer(lw, x)
-    if router_logits is not None:
-      router.append(router_logits)
+  if cfg.remat and _uniform(w["layers"]):
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *w["layers"])
+    x, router_logits = jax.lax.scan(lambda x, lw: run_layer(lw, x), x, stacked)
+    router = [] if router_logits is None else list(router_logits)
+  else:
+    for lw in w["layers"]:
+      x, router_logits = run_layer(lw, x)
+      if router_logits is not None:
+        router.append(router_logits)
   return layers.rms_norm(x, w["final_norm"].astype(x.dtype), cfg.rms_norm_eps), router
+
+
+def _uniform(layer_weights: list) -> bool:
+  first = jax.tree.structure(layer_weights[0]), [a.shape for a in jax.tree.leaves(layer_weights[0])]
+  return all((jax.tree.structure(lw), [a.shape for a in jax.tree.leaves(lw)]) == first for lw in layer_weights)
 
 
 def head_matrix(cfg: ModelConfig, w: DecoderWeights) -> jax.Array:

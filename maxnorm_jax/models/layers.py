@@ -17,10 +17,24 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
 
 from maxnorm_jax.models.config import ModelConfig
+from maxnorm_jax.parallel.rules import Rules
+from maxnorm_jax.parallel.sharding import constrain
 
 Weights = dict[str, jax.Array]
+
+# Logical axes of the activations a layer pins when it is given a mesh (docs/DESIGN.md §5). Left to
+# itself, the compiler followed the FSDP-sharded weights and sharded [B,T,E] activations on E with
+# every row on every chip, holding whole [B,T,F] MLP hiddens (Qwen2.5-3B's update: 16 rows x 9,216
+# x 11,008 a chip, PLAN.md); pinned, rows stay on their chips and the weights are gathered.
+ACTIVATION_AXES = {
+  "residual": ("batch", None, None),  # x [B,T,E]
+  "heads": ("batch", None, "heads", None),  # q [B,T,H,D]
+  "kv_heads": ("batch", None, "kv_heads", None),  # k, v [B,T,K,D]
+  "mlp_hidden": ("batch", None, "mlp"),  # silu(gate) * up [B,T,F]
+}
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
@@ -156,15 +170,16 @@ def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Arra
   return y + w["o_bias"] if cfg.o_bias else y
 
 
-def swiglu(cfg: ModelConfig, w: Weights, x: jax.Array) -> jax.Array:
-  """Dense SwiGLU MLP: x [B,T,E] -> [B,T,E]."""
+def swiglu(cfg: ModelConfig, w: Weights, x: jax.Array, mesh: Mesh | None = None, rules: Rules = ()) -> jax.Array:
+  """Dense SwiGLU MLP: x [B,T,E] -> [B,T,E]; with a mesh, the hidden [B,T,F] is pinned to rows
+  over the batch axes and F over the "mlp" axis."""
   if "gate_up" in w:
     gu = x @ w["gate_up"]
     f = gu.shape[-1] // 2
     g, u = gu[..., :f], gu[..., f:]
   else:
     g, u = x @ w["gate"], x @ w["up"]
-  return (jax.nn.silu(g) * u) @ w["down"]
+  return constrain(jax.nn.silu(g) * u, ACTIVATION_AXES["mlp_hidden"], mesh, rules) @ w["down"]
 
 
 def router_probs(cfg: ModelConfig, router_logits: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -197,25 +212,37 @@ def moe(cfg: ModelConfig, w: Weights, x: jax.Array) -> tuple[jax.Array, jax.Arra
   return jnp.einsum("btxf,xfe->bte", h, w["expert_down"]), router_logits
 
 
-def feed_forward(cfg: ModelConfig, w: Weights, x: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+def feed_forward(
+  cfg: ModelConfig, w: Weights, x: jax.Array, mesh: Mesh | None = None, rules: Rules = ()
+) -> tuple[jax.Array, jax.Array | None]:
   """The layer's MLP (dense or MoE): x [B,T,E] -> (y [B,T,E], router logits [B,T,X] or None)."""
   if "router" in w:
     return moe(cfg, w, x)
-  return swiglu(cfg, w, x), None
+  return swiglu(cfg, w, x, mesh, rules), None
 
 
 def layer_forward(
-  cfg: ModelConfig, w: Weights, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+  cfg: ModelConfig,
+  w: Weights,
+  x: jax.Array,
+  cos: jax.Array,
+  sin: jax.Array,
+  mask: jax.Array,
+  mesh: Mesh | None = None,
+  rules: Rules = (),
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array], jax.Array | None]:
   """One pre-norm decoder layer over a whole sequence.
 
   x [B,T,E], cos/sin [B,T,D], mask [B,T,T] -> (x [B,T,E], (k, v) [B,T,K,D], router logits).
+  With a `mesh`, the activations are pinned to `ACTIVATION_AXES` under `rules`.
   """
   hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
   q, k, v = project_qkv(cfg, w, hn, cos, sin)
-  x = x + output_projection(cfg, w, attend(cfg, q, k, v, mask))
-  y, router_logits = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
-  return x + y, (k, v), router_logits
+  q = constrain(q, ACTIVATION_AXES["heads"], mesh, rules)
+  k, v = (constrain(a, ACTIVATION_AXES["kv_heads"], mesh, rules) for a in (k, v))
+  x = constrain(x + output_projection(cfg, w, attend(cfg, q, k, v, mask)), ACTIVATION_AXES["residual"], mesh, rules)
+  y, router_logits = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps), mesh, rules)
+  return constrain(x + y, ACTIVATION_AXES["residual"], mesh, rules), (k, v), router_logits
 
 
 def layer_decode(

@@ -269,7 +269,18 @@ def compile_step(c, devices) -> StepPlan:
     _log("logprobs")
     m = c.train.logprob_microbatches
     lp_args = (params, ids, pmask, tokens, tmask)
-    lp, t = _compile("logprobs", step_lib.sequence_logprobs, cfg, temperature, *lp_args, m)
+    lp, t = _compile(
+      "logprobs",
+      step_lib.sequence_logprobs,
+      cfg,
+      temperature,
+      *lp_args,
+      m,
+      top_k=int(c.rollout.top_k),
+      top_p=float(c.rollout.top_p),
+      mesh=mesh,
+      rules=rules,
+    )
     for i, name in enumerate(logprob_pieces):  # the reference has the parameters' dtype and layout
       resident = opt_bytes + (ref_bytes if name == "old_logprobs" else param_bytes)
       pieces.append(Piece(name, lp, lp_args, 1, resident, t if i == 0 else 0.0))

@@ -142,14 +142,14 @@ def _prefill(
   positions = default_positions(prompt_ids, prompt_mask)
   cos, sin = layers.rope_cos_sin(cfg, positions)
   mask = causal_mask(prompt_mask, p_rows, p)
-  x = embed_tokens(cfg, w, prompt_ids)
+  x = constrain(embed_tokens(cfg, w, prompt_ids), layers.ACTIVATION_AXES["residual"], mesh, rules)
 
   def rows(a):  # [P, ...] -> [P * G, ...], prompt-major
     return a if g == 1 else jnp.repeat(a, g, axis=0)
 
   caches = []
   for lw in w["layers"]:
-    x, (k, v), _ = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask)
+    x, (k, v), _ = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask, mesh, rules)
     kc = jnp.pad(rows(jnp.transpose(k, (0, 2, 3, 1))), ((0, 0), (0, 0), (0, 0), (0, n)))
     vc = jnp.pad(rows(jnp.transpose(v, (0, 2, 1, 3))), ((0, 0), (0, 0), (0, n), (0, 0)))
     caches.append((constrain(kc, KV_CACHE_AXES[0], mesh, rules), constrain(vc, KV_CACHE_AXES[1], mesh, rules)))

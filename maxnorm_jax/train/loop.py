@@ -560,6 +560,8 @@ class Trainer:
         microbatches,
         top_k=self.update_spec.top_k,
         top_p=self.update_spec.top_p,
+        mesh=self.update_spec.mesh,
+        rules=self.update_spec.rules,
       )
 
     recompute = self.config.rollout.old_logp == "recompute"

@@ -98,26 +98,29 @@ def completion_pass(
   mask,
   top_k: int = 0,
   top_p: float = 1.0,
+  mesh: Mesh | None = None,
+  rules: Rules = (),
 ):
   """Per-token log-probs and entropies of the completion tokens, and the MoE balancing loss.
 
   prompt_ids, prompt_mask [B, L]; tokens, mask [B, N] -> logp, entropy [B, N] (0 off the mask), lb [].
   Logits at position t score token t+1, so the completion is scored from positions L-1 .. L+N-2.
   Scored under the distribution the rollouts were drawn from: temperature, top_k, top_p
-  (`maxnorm_jax.core.truncation`; docs/DESIGN.md §3.4).
+  (`maxnorm_jax.core.truncation`; docs/DESIGN.md §3.4). With a `mesh`, the decoder's activations
+  stay sharded by rows (`models.layers.ACTIVATION_AXES`).
   """
   length = prompt_ids.shape[1]
   n = tokens.shape[1]
   ids = jnp.concatenate([prompt_ids, tokens], axis=1)
   attn = jnp.concatenate([prompt_mask, mask], axis=1)
-  h, router = hidden_states(cfg, params, ids, attn)
+  h, router = hidden_states(cfg, params, ids, attn, mesh=mesh, rules=rules)
   out = logprobs_from_hidden(
     cfg, params, h[:, length - 1 : length + n - 1], tokens, mask, temperature=temperature, top_k=top_k, top_p=top_p
   )
   return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p"))
+@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p", "mesh", "rules"))
 def sequence_logprobs(
   cfg: ModelConfig,
   temperature: float,
@@ -130,15 +133,20 @@ def sequence_logprobs(
   *,
   top_k: int = 0,
   top_p: float = 1.0,
+  mesh: Mesh | None = None,
+  rules: Rules = (),
 ):
   """(logp, entropy) [B, N] of the completions under `params` (old policy or reference), scored
-  under the sampling distribution (temperature, top_k, top_p: `completion_pass`).
+  under the sampling distribution (temperature, top_k, top_p: `completion_pass`); with a `mesh`,
+  activations pinned to rows over its batch axes.
 
   microbatches M > 1: the rows go through in M passes of B/M (rows i, i+M, ...: every pass keeps
   the batch's row sharding), so activations are those of B/M rows.
   """
   if microbatches == 1:
-    logp, entropy, _ = completion_pass(cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask, top_k, top_p)
+    logp, entropy, _ = completion_pass(
+      cfg, temperature, params, prompt_ids, prompt_mask, tokens, mask, top_k, top_p, mesh, rules
+    )
     return logp, entropy
   b = tokens.shape[0]
 
@@ -146,7 +154,7 @@ def sequence_logprobs(
     return x.reshape((b // microbatches, microbatches) + x.shape[1:]).swapaxes(0, 1)
 
   def one(_, xs):
-    logp, entropy, _ = completion_pass(cfg, temperature, params, *xs, top_k, top_p)
+    logp, entropy, _ = completion_pass(cfg, temperature, params, *xs, top_k, top_p, mesh, rules)
     return None, (logp, entropy)
 
   _, (logp, entropy) = jax.lax.scan(one, None, tuple(map(split, (prompt_ids, prompt_mask, tokens, mask))))
@@ -219,7 +227,17 @@ def _minibatch_terms(spec: UpdateSpec, params, mb: Rollout, hp):
   """Loss sum (to differentiate) and metric sums of one microbatch."""
   n = spec.max_len or mb.tokens.shape[1]
   logp, entropy, lb = completion_pass(
-    spec.model, spec.temperature, params, mb.prompt_ids, mb.prompt_mask, mb.tokens, mb.mask, spec.top_k, spec.top_p
+    spec.model,
+    spec.temperature,
+    params,
+    mb.prompt_ids,
+    mb.prompt_mask,
+    mb.tokens,
+    mb.mask,
+    spec.top_k,
+    spec.top_p,
+    spec.mesh,
+    spec.rules,
   )
   weights = losses.SequenceWeights(mb.advantages, mb.kl_weight, mb.takes_part)
   beta = hp["beta"] if spec.kl_in_loss else 0.0
