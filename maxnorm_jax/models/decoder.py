@@ -203,7 +203,7 @@ def logits_from_hidden(cfg: ModelConfig, w: DecoderWeights, h: jax.Array) -> jax
   """h [..., E] -> logits [..., V] (float32 when `cfg.logits_fp32`)."""
   head = head_matrix(cfg, w).astype(h.dtype)
   out_dtype = jnp.float32 if cfg.logits_fp32 else h.dtype
-  return jnp.einsum("...e,ev->...v", h, head, preferred_element_type=out_dtype)
+  return layers.dense(h, head, preferred_element_type=out_dtype)
 
 
 def load_balancing_loss(

@@ -37,6 +37,18 @@ ACTIVATION_AXES = {
 }
 
 
+def dense(x: jax.Array, w: jax.Array, preferred_element_type=None) -> jax.Array:
+  """x [..., K] times w [K, *O] -> [..., *O], as one 2-D matmul [M, K] x [K, prod(O)].
+
+  XLA:CPU gives the weight gradient of a matmul over a 3-D activation (a contraction over both
+  B and T) transposed copies of the activation and its gradient (a quarter of the update's time at
+  issue 11's shape, BENCHMARKS.md); the flat matmul's gradient needs none. The reshapes are free.
+  """
+  k = x.shape[-1]
+  y = jnp.dot(x.reshape(-1, k), w.reshape(k, -1), preferred_element_type=preferred_element_type)
+  return y.reshape(x.shape[:-1] + w.shape[1:])
+
+
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
   """RMSNorm over the last axis, statistics in float32; returns x's dtype. x [..., N], weight [N]."""
   xf = x.astype(jnp.float32)
@@ -87,16 +99,14 @@ def project_qkv(
   b, t, _ = x.shape
   h, kh, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
   if "qkv" in w:
-    y = x @ w["qkv"]
+    y = dense(x, w["qkv"])
     if cfg.qkv_bias:
       y = y + w["qkv_bias"]
     q = y[..., : h * d].reshape(b, t, h, d)
     k = y[..., h * d : (h + kh) * d].reshape(b, t, kh, d)
     v = y[..., (h + kh) * d :].reshape(b, t, kh, d)
   else:
-    q = jnp.einsum("bte,ehd->bthd", x, w["q"])
-    k = jnp.einsum("bte,ekd->btkd", x, w["k"])
-    v = jnp.einsum("bte,ekd->btkd", x, w["v"])
+    q, k, v = dense(x, w["q"]), dense(x, w["k"]), dense(x, w["v"])
     if cfg.qkv_bias:
       q, k, v = q + w["q_bias"], k + w["k_bias"], v + w["v_bias"]
   if cfg.qk_norm:
@@ -162,11 +172,8 @@ def attend_cached(
 
 def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Array:
   """attn [B,T,H,D] -> [B,T,E]."""
-  if "o_flat" in w:
-    b, t, h, d = attn.shape
-    y = attn.reshape(b, t, h * d) @ w["o_flat"]
-  else:
-    y = jnp.einsum("bthd,hde->bte", attn, w["o"])
+  b, t, h, d = attn.shape
+  y = dense(attn.reshape(b, t, h * d), w["o_flat"] if "o_flat" in w else w["o"].reshape(h * d, -1))
   return y + w["o_bias"] if cfg.o_bias else y
 
 
@@ -174,12 +181,12 @@ def swiglu(cfg: ModelConfig, w: Weights, x: jax.Array, mesh: Mesh | None = None,
   """Dense SwiGLU MLP: x [B,T,E] -> [B,T,E]; with a mesh, the hidden [B,T,F] is pinned to rows
   over the batch axes and F over the "mlp" axis."""
   if "gate_up" in w:
-    gu = x @ w["gate_up"]
+    gu = dense(x, w["gate_up"])
     f = gu.shape[-1] // 2
     g, u = gu[..., :f], gu[..., f:]
   else:
-    g, u = x @ w["gate"], x @ w["up"]
-  return constrain(jax.nn.silu(g) * u, ACTIVATION_AXES["mlp_hidden"], mesh, rules) @ w["down"]
+    g, u = dense(x, w["gate"]), dense(x, w["up"])
+  return dense(constrain(jax.nn.silu(g) * u, ACTIVATION_AXES["mlp_hidden"], mesh, rules), w["down"])
 
 
 def router_probs(cfg: ModelConfig, router_logits: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -201,7 +208,7 @@ def moe(cfg: ModelConfig, w: Weights, x: jax.Array) -> tuple[jax.Array, jax.Arra
   the top-k weighted sum (weights of unselected experts are 0). x [B,T,E] ->
   (y [B,T,E], router_logits [B,T,X]).
   """
-  router_logits = x @ w["router"]
+  router_logits = dense(x, w["router"])
   _, top_w, top_i = router_probs(cfg, router_logits)
   combine = jnp.sum(jax.nn.one_hot(top_i, cfg.num_experts, dtype=jnp.float32) * top_w[..., None], axis=-2).astype(
     x.dtype

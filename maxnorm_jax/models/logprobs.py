@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from maxnorm_jax.core import truncation
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.decoder import Decoder, DecoderWeights, head_matrix, hidden_states, load_balancing_loss
+from maxnorm_jax.models.layers import dense
 
 
 class TokenLogProbs(NamedTuple):
@@ -65,7 +66,7 @@ def logprobs_from_hidden(
 
   @jax.checkpoint
   def one_chunk(h_c, t_c):
-    logits = jnp.einsum("bce,ev->bcv", h_c, head, preferred_element_type=jnp.float32)
+    logits = dense(h_c, head, preferred_element_type=jnp.float32)
     if truncation.truncates(top_k, top_p, logits.shape[-1]):
       return truncation.token_log_probs(logits, t_c, temperature, top_k, top_p)
     logits = logits / temperature

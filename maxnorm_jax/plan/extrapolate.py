@@ -1,5 +1,6 @@
 """Plans of deep models from two shallow compiles: every per-chip byte count and FLOP count of a
-step is linear in the number of decoder layers (the layers are identical and unrolled), so the
+step is linear in the number of decoder layers (the layers are identical: unrolled in the
+sampler, one scan over stacked weights in the rematerialised log-prob and update passes), so the
 plan at L layers is read off the line through the plans at a and b layers. Compiling the 64 layers
 of Qwen3-32B for a TPU takes tens of minutes on a 2-core CPU; two compiles of 2 and 4 layers take
 a few. PLAN.md checks the line against full compiles of smaller presets."""
