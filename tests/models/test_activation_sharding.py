@@ -1,4 +1,5 @@
-"""The decoder's activations stay sharded by rows on an FSDP mesh (models.layers.ACTIVATION_AXES).
+"""The decoder's activations stay sharded by rows on an FSDP mesh (models.layers.ACTIVATION_AXES),
+and rematerialised layers run as one scan.
 
 Left to itself, the compiler followed the FSDP-sharded weights and kept every row of [B,T,F] MLP
 hiddens on every chip (PLAN.md: Qwen2.5-3B's update needed 104.6 GiB a chip); these tests read the
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from maxnorm_jax.models import ModelConfig, create_model
+from maxnorm_jax.models.decoder import hidden_states
 from maxnorm_jax.parallel import DEFAULT_RULES, make_mesh
 from maxnorm_jax.parallel.sharding import rows_array
 from maxnorm_jax.train import step as step_lib
@@ -59,3 +61,18 @@ def test_logprob_pass_keeps_rows_on_their_devices():
   params = create_model(CFG, mesh, seed=0).weights()
   lowered = step_lib.sequence_logprobs.lower(CFG, 1.0, params, *_inputs(mesh), 1, mesh=mesh, rules=DEFAULT_RULES)
   assert _mlp_hidden_rows(lowered.compile().as_text()) == {B // 8}
+
+
+def test_rematerialised_layers_run_as_one_scan():
+  """With remat, the layers are one scan over stacked weights (its backward holds one layer's
+  activations); without, the layers are unrolled."""
+  cfg = CFG.replace(num_layers=3)
+  params = create_model(cfg, seed=0).weights()
+  ids = jnp.zeros((2, 8), jnp.int32)
+
+  def scans(c):
+    jaxpr = jax.make_jaxpr(lambda p: hidden_states(c, p, ids)[0])(params)
+    return [e.params["length"] for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+
+  assert scans(cfg) == [3]
+  assert scans(cfg.replace(remat=False)) == []
