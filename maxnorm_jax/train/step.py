@@ -26,6 +26,11 @@ from maxnorm_jax.parallel.rules import Rules
 from maxnorm_jax.parallel.sharding import constrain_rows
 from maxnorm_jax.train.state import TrainState
 
+# XLA:CPU's YNNPACK fusions, on by default, make the log-prob pass's forward slower by a fifth to a
+# third and leave the update's grad level (BENCHMARKS.md, "YNNPACK fusions off in the dense passes");
+# the sampler's decode loop gains from them and keeps them. Only the CPU compiler reads this option.
+DENSE_PASS_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
 
 @struct.dataclass
 class Rollout:
@@ -120,7 +125,11 @@ def completion_pass(
   return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p", "mesh", "rules"))
+@functools.partial(
+  jax.jit,
+  static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p", "mesh", "rules"),
+  compiler_options=DENSE_PASS_COMPILER_OPTIONS,
+)
 def sequence_logprobs(
   cfg: ModelConfig,
   temperature: float,
@@ -341,7 +350,12 @@ def update_fn(spec: UpdateSpec, shardings: TrainState):
   leaves, treedef = jax.tree.flatten(shardings)
   key = (spec, treedef, tuple(leaves))
   if key not in _UPDATE_FNS:
-    _UPDATE_FNS[key] = jax.jit(functools.partial(_update, spec), donate_argnums=(0,), out_shardings=(shardings, None))
+    _UPDATE_FNS[key] = jax.jit(
+      functools.partial(_update, spec),
+      donate_argnums=(0,),
+      out_shardings=(shardings, None),
+      compiler_options=DENSE_PASS_COMPILER_OPTIONS,
+    )
   return _UPDATE_FNS[key]
 
 

@@ -82,6 +82,14 @@ def test_completion_logprobs_equal_the_samplers(sampled):
   assert "data" in str(logp.sharding.spec)
 
 
+def test_log_prob_pass_compiles_without_ynnpack_fusions(sampled):
+  params, ids, pm, out = sampled
+  args = (CFG, 1.0, params, ids, pm, out.tokens, out.mask)
+  plain = jax.jit(step_lib.sequence_logprobs.__wrapped__, static_argnums=(0, 1))
+  assert "ynn_fusion" in plain.lower(*args).compile().as_text()  # XLA:CPU's default
+  assert "ynn_fusion" not in step_lib.sequence_logprobs.lower(*args).compile().as_text()
+
+
 def test_local_rows_and_gather_cover_every_row(sampled):
   _, _, _, out = sampled
   values, idx = ro.local_rows(out.tokens)
