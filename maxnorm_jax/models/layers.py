@@ -154,20 +154,24 @@ def _attend_block(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, ma
   return out.reshape(b, t, h, d)
 
 
-def attend_cached(
-  cfg: ModelConfig, q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, key_mask: jax.Array
-) -> jax.Array:
-  """One decode step of GQA against a cache.
+def attend_cached(cfg: ModelConfig, q: jax.Array, k_blocks: tuple, v_blocks: tuple, key_mask: jax.Array) -> jax.Array:
+  """One decode step of GQA against a cache held in blocks of positions.
 
-  q [B,H,D], k_cache [B,K,D,S] (keys laid out so q.K is a plain batched matmul),
-  v_cache [B,K,S,D], key_mask [B,S] -> [B,H,D].
+  q [B,H,D]; k_blocks: [B,K,D,S_i] each (keys laid out so q.K is a plain batched matmul);
+  v_blocks: [B,K,S_i,D] each; key_mask [B, sum S_i] -> [B,H,D]. Only the blocks given are read, so a
+  step that passes the blocks written so far reads no cache beyond them.
   """
   b, h, d = q.shape
-  kh = k_cache.shape[1]
+  kh = k_blocks[0].shape[1]
   qg = q.reshape(b, kh, h // kh, d)
-  scores = jnp.einsum("bkgd,bkds->bkgs", qg, k_cache) * (d**-0.5)
-  p = _masked_softmax(cfg, scores, key_mask[:, None, None, :]).astype(v_cache.dtype)
-  return jnp.einsum("bkgs,bksd->bkgd", p, v_cache).reshape(b, h, d)
+  scores = [jnp.einsum("bkgd,bkds->bkgs", qg, k) for k in k_blocks]
+  scores = (scores[0] if len(scores) == 1 else jnp.concatenate(scores, axis=-1)) * (d**-0.5)
+  p = _masked_softmax(cfg, scores, key_mask[:, None, None, :]).astype(v_blocks[0].dtype)
+  out, start = None, 0
+  for v in v_blocks:
+    part = jnp.einsum("bkgs,bksd->bkgd", p[..., start : start + v.shape[2]], v)
+    out, start = part if out is None else out + part, start + v.shape[2]
+  return out.reshape(b, h, d)
 
 
 def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Array:
@@ -258,26 +262,30 @@ def layer_decode(
   x: jax.Array,
   cos: jax.Array,
   sin: jax.Array,
-  k_cache: jax.Array,
-  v_cache: jax.Array,
-  slot: jax.Array,
+  k_blocks: tuple,
+  v_blocks: tuple,
+  block: int,
+  offset: jax.Array,
   key_mask: jax.Array,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """One decoder layer for one new token per sequence, writing its key/value at `slot`.
+) -> tuple[jax.Array, tuple, tuple]:
+  """One decoder layer for one new token per sequence, writing its key/value at position `offset`
+  of cache block `block` and attending to blocks 0..block.
 
-  x [B,1,E], cos/sin [B,1,D], k_cache [B,K,D,S], v_cache [B,K,S,D], key_mask [B,S] (already
-  True at `slot`) -> (x [B,1,E], k_cache, v_cache).
+  x [B,1,E], cos/sin [B,1,D], k_blocks [B,K,D,S_i], v_blocks [B,K,S_i,D] (the whole cache),
+  key_mask [B, S_0 + ... + S_block] (True at the positions written, this step's included)
+  -> (x [B,1,E], k_blocks, v_blocks).
   """
   hn = rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
   q, k, v = project_qkv(cfg, w, hn, cos, sin)
   zero = jnp.zeros((), jnp.int32)
-  k_cache = jax.lax.dynamic_update_slice(
-    k_cache, jnp.transpose(k, (0, 2, 3, 1)).astype(k_cache.dtype), (zero, zero, zero, slot)
+  kb, vb = list(k_blocks), list(v_blocks)
+  kb[block] = jax.lax.dynamic_update_slice(
+    kb[block], jnp.transpose(k, (0, 2, 3, 1)).astype(kb[block].dtype), (zero, zero, zero, offset)
   )
-  v_cache = jax.lax.dynamic_update_slice(
-    v_cache, jnp.transpose(v, (0, 2, 1, 3)).astype(v_cache.dtype), (zero, zero, slot, zero)
+  vb[block] = jax.lax.dynamic_update_slice(
+    vb[block], jnp.transpose(v, (0, 2, 1, 3)).astype(vb[block].dtype), (zero, zero, offset, zero)
   )
-  attn = attend_cached(cfg, q[:, 0], k_cache, v_cache, key_mask)
+  attn = attend_cached(cfg, q[:, 0], tuple(kb[: block + 1]), tuple(vb[: block + 1]), key_mask)
   x = x + output_projection(cfg, w, attn[:, None])
   y, _ = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
-  return x + y, k_cache, v_cache
+  return x + y, tuple(kb), tuple(vb)

@@ -200,7 +200,10 @@ def _decode_state_shardings(state_shapes, mesh: Mesh, rules):
 
   out = jax.tree.map(rows_or_rep, state_shapes)
   caches = tuple(
-    tuple(logical_to_sharding(axes, rules, mesh, x.shape) for axes, x in zip(sampler_lib.KV_CACHE_AXES, layer))
+    tuple(
+      tuple(logical_to_sharding(axes, rules, mesh, x.shape) for x in blocks)
+      for axes, blocks in zip(sampler_lib.KV_CACHE_AXES, layer)
+    )
     for layer in state_shapes.caches
   )
   return out.replace(caches=caches)

@@ -64,7 +64,11 @@ class SampleOutput:
 class DecodeState:
   """The decode loop's carry over B rows (B = prompts x num_samples, or a compacted bucket of them).
 
-  caches: per layer (k [B, K, D, S], v [B, K, S, D]) with S = prompt_len + N.
+  caches: per layer (k blocks, v blocks): k [B, K, D, S_i], v [B, K, S_i, D], the cache's positions
+  in blocks (`cache_blocks`) so that a step reads only the blocks written so far; sum S_i = S =
+  prompt_len + N.
+  key_mask: the prompt's mask, padded with False over the completion (written positions are known
+  from `step`).
   """
 
   caches: tuple
@@ -79,6 +83,24 @@ class DecodeState:
   row_keys: jax.Array  # [B] PRNG keys: row r's token at step t is drawn with fold_in(row_keys[r], t)
   row_ids: jax.Array  # [B] int32: the output row each row fills (the batch size for a filler row)
   nonfinite: jax.Array  # [] bool: some live row sampled from non-finite logits
+
+
+def cache_blocks(prompt_len: int, max_new_tokens: int, first: int = 16) -> tuple[tuple[int, int], ...]:
+  """(start, end) of the KV cache's blocks of positions: the prompt and the completion's first
+  `first` positions, then blocks of `first`, 2 * first, 4 * first, ... (the last one cut at
+  prompt_len + max_new_tokens).
+
+  A decode step attends to the blocks up to the one it writes, so it reads at most about twice the
+  positions written so far (plus `first`) instead of the whole cache; the blocks grow geometrically
+  because every block read costs a fixed overhead on top of its bytes.
+  """
+  end = prompt_len + max_new_tokens
+  bounds, size = [(0, min(prompt_len + first, end))], first
+  while bounds[-1][1] < end:
+    start = bounds[-1][1]
+    bounds.append((start, min(start + size, end)))
+    size *= 2
+  return tuple(bounds)
 
 
 def _head_logits(cfg: ModelConfig, w, h: jax.Array) -> jax.Array:
@@ -96,30 +118,6 @@ def _sample_rows(method: SamplingMethod, logits: jax.Array, row_keys: jax.Array,
   if not method.uses_key:  # no PRNG work for greedy
     return method.sample_rows(logits, None)
   return method.sample_rows(logits, jax.vmap(jax.random.fold_in, (0, None))(row_keys, step))
-
-
-def _layer_decode(cfg: ModelConfig, w, x, cos, sin, k_cache, v_cache, slot, key_mask, kv_len: int | None):
-  """`layers.layer_decode` attending only to the first `kv_len` cache positions (None: all S).
-
-  x [B,1,E], k_cache [B,K,D,S], v_cache [B,K,S,D], key_mask [B,S]; slot < kv_len. The cache beyond
-  the positions written so far is masked, so a static prefix that covers them gives the same result
-  at a fraction of the attention's memory traffic.
-  """
-  if kv_len is None or kv_len >= k_cache.shape[-1]:
-    return layers.layer_decode(cfg, w, x, cos, sin, k_cache, v_cache, slot, key_mask)
-  hn = layers.rms_norm(x, w["attn_norm"], cfg.rms_norm_eps)
-  q, k, v = layers.project_qkv(cfg, w, hn, cos, sin)
-  zero = jnp.zeros((), jnp.int32)
-  k_cache = jax.lax.dynamic_update_slice(
-    k_cache, jnp.transpose(k, (0, 2, 3, 1)).astype(k_cache.dtype), (zero, zero, zero, slot)
-  )
-  v_cache = jax.lax.dynamic_update_slice(
-    v_cache, jnp.transpose(v, (0, 2, 1, 3)).astype(v_cache.dtype), (zero, zero, slot, zero)
-  )
-  attn = layers.attend_cached(cfg, q[:, 0], k_cache[..., :kv_len], v_cache[:, :, :kv_len], key_mask[:, :kv_len])
-  x = x + layers.output_projection(cfg, w, attn[:, None])
-  y, _ = layers.feed_forward(cfg, w, layers.rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
-  return x + y, k_cache, v_cache
 
 
 def _as_typed_key(key: jax.Array) -> jax.Array:
@@ -150,9 +148,19 @@ def _prefill(
   caches = []
   for lw in w["layers"]:
     x, (k, v), _ = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask, mesh, rules)
-    kc = jnp.pad(rows(jnp.transpose(k, (0, 2, 3, 1))), ((0, 0), (0, 0), (0, 0), (0, n)))
-    vc = jnp.pad(rows(jnp.transpose(v, (0, 2, 1, 3))), ((0, 0), (0, 0), (0, n), (0, 0)))
-    caches.append((constrain(kc, KV_CACHE_AXES[0], mesh, rules), constrain(vc, KV_CACHE_AXES[1], mesh, rules)))
+    blocks = cache_blocks(p, n)
+    pad = blocks[0][1] - p  # the first block holds the prompt and the completion's first positions
+    kb = [jnp.pad(rows(jnp.transpose(k, (0, 2, 3, 1))), ((0, 0), (0, 0), (0, 0), (0, pad)))]
+    vb = [jnp.pad(rows(jnp.transpose(v, (0, 2, 1, 3))), ((0, 0), (0, 0), (0, pad), (0, 0)))]
+    for start, end in blocks[1:]:
+      kb.append(jnp.zeros(kb[0].shape[:3] + (end - start,), kb[0].dtype))
+      vb.append(jnp.zeros(vb[0].shape[:2] + (end - start,) + vb[0].shape[3:], vb[0].dtype))
+    caches.append(
+      (
+        tuple(constrain(x, KV_CACHE_AXES[0], mesh, rules) for x in kb),
+        tuple(constrain(x, KV_CACHE_AXES[1], mesh, rules) for x in vb),
+      )
+    )
   h = layers.rms_norm(x[:, -1], w["final_norm"].astype(x.dtype), cfg.rms_norm_eps)
   logits = _head_logits(cfg, w, h)
   row_ids = jnp.arange(b, dtype=jnp.int32)
@@ -178,12 +186,13 @@ def _prefill(
 
 @functools.partial(
   jax.jit,
-  static_argnames=("cfg", "method", "prompt_len", "eos_id", "pad_id", "kv_len"),
+  static_argnames=("cfg", "method", "prompt_len", "eos_id", "pad_id"),
   donate_argnames=("state",),
 )
-def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState, kv_len=None) -> DecodeState:
-  """Decodes until every row ended, token N - 1 was sampled or `state.stop` was reached; attention
-  reads the first `kv_len` cache positions (None: all; it must cover prompt_len + state.stop - 1)."""
+def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState) -> DecodeState:
+  """Decodes until every row ended, token N - 1 was sampled or `state.stop` was reached: one
+  `while_loop` per cache block of the completion (`cache_blocks`), each attending to the blocks up
+  to its own; a loop whose positions were all written before runs no step."""
   n = state.tokens.shape[1]
   decode_layers = [layers.fuse_weights(cfg, cast_weights(cfg, lw)) for lw in w["layers"]]
   # The head as [V, E]: "be,ve->bv" ran faster than "be,ev->bv" for a small batch here.
@@ -195,17 +204,21 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState, kv_l
   def cond(st: DecodeState):
     return (st.step < end) & ~jnp.all(st.done)
 
-  def body(st: DecodeState) -> DecodeState:
+  def body(st: DecodeState, block: int) -> DecodeState:
     step = st.step
     prev = jax.lax.dynamic_slice(st.tokens, (zero, step - 1), (st.tokens.shape[0], 1))  # [B,1]
     slot = prompt_len + step - 1
-    key_mask = jax.lax.dynamic_update_slice(st.key_mask, jnp.ones((st.key_mask.shape[0], 1), bool), (zero, slot))
+    start, end = blocks[block]
+    written = jnp.arange(prompt_len, end) <= slot  # [end - prompt_len]: the completion's positions so far
+    key_mask = jnp.concatenate(
+      [st.key_mask[:, :prompt_len], jnp.broadcast_to(written, (st.key_mask.shape[0], end - prompt_len))], axis=1
+    )
     cos, sin = layers.rope_cos_sin(cfg, st.positions[:, None])
     x = embed_tokens(cfg, w, prev)
     caches = []
-    for lw, (kc, vc) in zip(decode_layers, st.caches):
-      x, kc, vc = _layer_decode(cfg, lw, x, cos, sin, kc, vc, slot, key_mask, kv_len)
-      caches.append((kc, vc))
+    for lw, (kb, vb) in zip(decode_layers, st.caches):
+      x, kb, vb = layers.layer_decode(cfg, lw, x, cos, sin, kb, vb, block, slot - start, key_mask)
+      caches.append((kb, vb))
     h = layers.rms_norm(x[:, 0], final_norm, cfg.rms_norm_eps)
     logits = jnp.einsum("be,ve->bv", h, head_t, preferred_element_type=jnp.float32)
     token, logp = _sample_rows(method, logits, st.row_keys, step)
@@ -215,7 +228,6 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState, kv_l
     done = st.done | (token == eos_id) if eos_id is not None else st.done
     return st.replace(
       caches=tuple(caches),
-      key_mask=key_mask,
       tokens=jax.lax.dynamic_update_slice(st.tokens, token[:, None].astype(jnp.int32), at),
       logprobs=jax.lax.dynamic_update_slice(st.logprobs, logp[:, None], at),
       valid=jax.lax.dynamic_update_slice(st.valid, ~st.done[:, None], at),
@@ -225,7 +237,15 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState, kv_l
       nonfinite=st.nonfinite | ~jnp.all(jnp.isfinite(logits) | st.done[:, None]),
     )
 
-  return jax.lax.while_loop(cond, body, state)
+  blocks = cache_blocks(prompt_len, n)
+  for block in range(len(blocks)):
+    first_beyond = blocks[block][1] - prompt_len + 1  # the first step whose slot lies past this block
+
+    def block_cond(st: DecodeState, first_beyond=first_beyond):
+      return cond(st) & (st.step < first_beyond)
+
+    state = jax.lax.while_loop(block_cond, functools.partial(body, block=block), state)
+  return state
 
 
 def prefill(
@@ -273,21 +293,18 @@ def decode(
   method: SamplingMethod,
   eos_id: int | None = None,
   pad_id: int = 0,
-  kv_len: int | None = None,
 ) -> DecodeState:
   """Continues `state` (donated) until every row ended, N tokens were sampled or `state.stop`.
 
   Args:
     cfg, weights: the model. state: a `prefill` (or earlier `decode`) result of B rows.
     method, eos_id, pad_id: as given to `prefill`.
-    kv_len: attend to the first kv_len cache positions only (static; None: all S). They must cover
-      every position written before `state.stop`: kv_len >= prompt_len + state.stop - 1.
 
   Returns:
     The DecodeState after the last step: tokens / logprobs / valid [B, N], done [B], step [].
   """
   prompt_len = state.key_mask.shape[1] - state.tokens.shape[1]
-  return _decode(cfg, method, prompt_len, eos_id, pad_id, weights, state, kv_len)
+  return _decode(cfg, method, prompt_len, eos_id, pad_id, weights, state)
 
 
 def _bucket(live: int, floor: int) -> int:
@@ -300,7 +317,11 @@ def _state_rows(state: DecodeState, mesh: Mesh | None, rules: Rules) -> DecodeSt
   if mesh is None:
     return state
   caches = tuple(
-    (constrain(k, KV_CACHE_AXES[0], mesh, rules), constrain(v, KV_CACHE_AXES[1], mesh, rules)) for k, v in state.caches
+    (
+      tuple(constrain(x, KV_CACHE_AXES[0], mesh, rules) for x in kb),
+      tuple(constrain(x, KV_CACHE_AXES[1], mesh, rules) for x in vb),
+    )
+    for kb, vb in state.caches
   )
   rest = {
     f: constrain_rows(getattr(state, f), mesh, rules)
@@ -342,8 +363,7 @@ def _flush(out: tuple, state: DecodeState) -> tuple:
 def _decode_compacting(cfg, weights, state: DecodeState, *, method, eos_id, pad_id, compact_every, floor, mesh, rules):
   """`decode` in chunks of `compact_every` steps; after a chunk that leaves at most half of the rows
   live, the live rows move to the smallest power-of-two batch (>= floor) that holds them, so the cost
-  of a step follows the rows still running. Each chunk's attention reads only the cache prefix
-  written so far, rounded up to a power of two. Reads the live count and the step once per chunk.
+  of a step follows the rows still running. Reads the live count and the step once per chunk.
 
   Returns (tokens, logprobs, valid, done) [total, ...], the final state, rows x steps computed.
   """
@@ -352,12 +372,10 @@ def _decode_compacting(cfg, weights, state: DecodeState, *, method, eos_id, pad_
   out = jax.tree.map(jnp.copy, out)
   n = state.tokens.shape[1]
   step, row_steps = int(state.step), 0
-  prompt_len = state.key_mask.shape[1] - n
   while True:
     stop = min(step + compact_every, n)
     state = state.replace(stop=jnp.full((), stop, jnp.int32))
-    kv_len = _bucket(prompt_len + stop - 1, 16)  # attention reads the written prefix of the cache
-    state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id, kv_len=kv_len)
+    state = decode(cfg=cfg, weights=weights, state=state, method=method, eos_id=eos_id, pad_id=pad_id)
     rows = state.tokens.shape[0]
     live, after = jax.device_get((jnp.sum(~state.done), state.step))
     row_steps += rows * (int(after) - step)

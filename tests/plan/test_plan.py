@@ -124,7 +124,7 @@ def test_param_bytes_equal_the_real_shards(compiled):
   kv = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(plan.pieces[1].args[1].caches))
   assert s["kv_cache_bytes_per_chip"] == kv // 4  # rows over fsdp (2) x kv heads over tensor (2)
   rows = c.data.batch_size * c.rollout.group_size
-  assert plan.pieces[1].args[1].caches[0][0].shape[0] == rows // 2  # one sampler pass holds half the rows
+  assert plan.pieces[1].args[1].caches[0][0][0].shape[0] == rows // 2  # one sampler pass holds half the rows
 
 
 def test_prefill_flops_match_xla(compiled):

@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from maxnorm_jax.models import ModelConfig, create_model
+from maxnorm_jax.models import ModelConfig, create_model, next_token_targets, token_logprobs
 from maxnorm_jax.parallel import make_mesh
 from maxnorm_jax.sampling import Categorical, decode, generate, prefill
+from maxnorm_jax.sampling.sampler import cache_blocks
 
 VOCAB, P, G, PROMPT, N = 16, 4, 8, 6, 32
 EOS = 3
@@ -31,6 +32,23 @@ def prompts():
 def shared(model, prompts):
   """G samples of each prompt from one prefill per prompt, eos on, no compaction."""
   return generate(model, *prompts, jax.random.key(9), N, temperature=1.0, eos_id=EOS, num_samples=G)
+
+
+def test_cache_blocks_cover_the_cache_and_grow_geometrically():
+  assert cache_blocks(PROMPT, N) == ((0, 22), (22, 38))
+  assert cache_blocks(6, 100) == ((0, 22), (22, 38), (38, 70), (70, 106))
+  assert cache_blocks(8, 4) == ((0, 12),)
+
+
+def test_logprobs_across_cache_blocks_equal_a_teacher_forced_pass(model, prompts, shared):
+  ids, mask = prompts
+  full = jnp.concatenate([jnp.repeat(jnp.asarray(ids), G, 0), shared.tokens], axis=1)
+  full_mask = jnp.concatenate([jnp.repeat(jnp.asarray(mask), G, 0), shared.mask], axis=1)
+  targets, tmask = next_token_targets(full, full_mask)
+  tf = token_logprobs(model, full, targets, tmask, attention_mask=full_mask)
+  ref = jnp.where(shared.mask, tf.logp[:, PROMPT - 1 : -1], 0.0)
+  np.testing.assert_allclose(shared.logprobs, ref, atol=1e-4)
+  assert int(jnp.max(shared.lengths)) > 22 - PROMPT  # some rows wrote into the second block
 
 
 def test_shared_prefill_equals_repeated_prompts(model, prompts, shared):
@@ -73,7 +91,10 @@ def test_public_prefill_and_decode_are_keyword_only(model, prompts, shared):
     max_new_tokens=N,
     num_samples=G,
   )
-  assert state.tokens.shape == (P * G, N) and state.caches[0][0].shape == (P * G, 2, 16, PROMPT + N)
+  k_blocks, v_blocks = state.caches[0]
+  assert [k.shape for k in k_blocks] == [(P * G, 2, 16, 22), (P * G, 2, 16, 16)]  # cache_blocks(6, 32)
+  assert [v.shape for v in v_blocks] == [(P * G, 2, 22, 16), (P * G, 2, 16, 16)]
+  assert state.tokens.shape == (P * G, N)
   state = decode(**kw, state=state)
   np.testing.assert_array_equal(state.tokens, shared.tokens)
   with pytest.raises(TypeError):
