@@ -258,6 +258,10 @@ def get_config(arg=None):
   c.rollout.length_buckets = True
   c.rollout.shared_prefill = True  # prefill each prompt once and share its KV cache by its G samples
   c.rollout.sample_chunks = 1  # sample the rows in this many passes (the KV cache holds rows / sample_chunks)
+  # 0: one decode loop over all rows until the last one ends; N > 0: every N steps, once at most half
+  # of the rows still run, move those to a smaller batch (one scalar read per N steps): long-tailed
+  # completion lengths then cost what the rows that run cost (BENCHMARKS.md, "Rollouts").
+  c.rollout.compact_every = 0
   c.rollout.update(preset.get("rollout", {}))  # the preset's sampler passes on its slice (PLAN.md)
 
   c.advantage = mlc.ConfigDict()

@@ -217,6 +217,7 @@ def validate(c: Any) -> None:
       f"data.batch_size x rollout.group_size = {rows} sequences do not split into {c.train.logprob_microbatches} passes",
     )
   _positive_int(c, "rollout.sample_chunks")
+  _positive_int(c, "rollout.compact_every", 0)
   if rows % c.rollout.sample_chunks:
     _fail(
       "rollout.sample_chunks",

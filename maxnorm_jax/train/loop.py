@@ -279,6 +279,7 @@ class Trainer:
       mesh=self.mesh,
       rules=self.rules,
       chunks=self.config.rollout.sample_chunks,
+      compact_every=self.config.rollout.compact_every,
     )
     if num_samples > 1:
       ids = rows_array(np.repeat(prompt_ids, num_samples, axis=0), self.mesh, self.rules)

@@ -35,6 +35,7 @@ def test_get_config_arguments(arg, message):
     ("train", "minibatches", 3, "config.train.minibatches: data.batch_size x rollout.group_size = 16"),
     ("rollout", "group_size", 1, "config.rollout.group_size: must be an integer >= 2"),
     ("rollout", "sample_chunks", 3, "config.rollout.sample_chunks: data.batch_size x rollout.group_size = 16"),
+    ("rollout", "compact_every", -1, "config.rollout.compact_every: must be an integer >= 0, got -1"),
     ("filter", "mode", "keep", "config.filter.mode: must be one of"),
     ("mesh", "pipeline", 2, "config.mesh.pipeline: unknown mesh axis"),
     ("overlong", "buffer_len", 99, "config.overlong.buffer_len: 99 exceeds rollout.max_new_tokens"),

@@ -122,14 +122,21 @@ def test_old_logp_recompute_against_the_samplers(runs, tmp_path_factory, tmp_pat
 def test_truncated_sampling_and_length_buckets_end_to_end(tmp_path):
   """top_p = 0.9, top_k = 5: the trainer's recompute (diagnostics steps) matches the sampler's
   log-probs. rollout.length_buckets: prompts padded to 32 and completions up to 16 tokens are cut to
-  the bucket of the batch's longest; the run logs the same numbers as without, and the log-prob pass
-  compiles at most one shape per (prompt, completion) bucket pair."""
+  the bucket of the batch's longest; the run logs the same numbers as a run without them and with
+  rollout.compact_every = 4 (compaction changes no sample), and the log-prob pass compiles at most
+  one shape per (prompt, completion) bucket pair."""
   from maxnorm_jax.train import step as step_lib
 
   def run(buckets: bool, name: str):
     c = runlocal_config(
       "grpo",
-      rollout={"top_p": 0.9, "top_k": 5, "max_new_tokens": 16, "length_buckets": buckets},
+      rollout={
+        "top_p": 0.9,
+        "top_k": 5,
+        "max_new_tokens": 16,
+        "length_buckets": buckets,
+        "compact_every": 0 if buckets else 4,
+      },
       data={"max_prompt_len": 32},
       eval={"every": 0},
       checkpoint={"every": 0},
