@@ -103,6 +103,14 @@ def cache_blocks(prompt_len: int, max_new_tokens: int, first: int = 16) -> tuple
   return tuple(bounds)
 
 
+def _constrain_cache(k_blocks, v_blocks, mesh: Mesh | None, rules: Rules) -> tuple:
+  """One layer's (k blocks, v blocks) on their logical axes (`KV_CACHE_AXES`)."""
+  return (
+    tuple(constrain(x, KV_CACHE_AXES[0], mesh, rules) for x in k_blocks),
+    tuple(constrain(x, KV_CACHE_AXES[1], mesh, rules) for x in v_blocks),
+  )
+
+
 def _head_logits(cfg: ModelConfig, w, h: jax.Array) -> jax.Array:
   """h [B, E] -> float32 logits [B, V]."""
   return jnp.einsum("be,ev->bv", h, head_matrix(cfg, w).astype(h.dtype), preferred_element_type=jnp.float32)
@@ -146,21 +154,16 @@ def _prefill(
     return a if g == 1 else jnp.repeat(a, g, axis=0)
 
   caches = []
+  blocks = cache_blocks(p, n)
+  pad = blocks[0][1] - p  # the first block holds the prompt and the completion's first positions
   for lw in w["layers"]:
     x, (k, v), _ = layers.layer_forward(cfg, cast_weights(cfg, lw), x, cos, sin, mask, mesh, rules)
-    blocks = cache_blocks(p, n)
-    pad = blocks[0][1] - p  # the first block holds the prompt and the completion's first positions
     kb = [jnp.pad(rows(jnp.transpose(k, (0, 2, 3, 1))), ((0, 0), (0, 0), (0, 0), (0, pad)))]
     vb = [jnp.pad(rows(jnp.transpose(v, (0, 2, 1, 3))), ((0, 0), (0, 0), (0, pad), (0, 0)))]
     for start, end in blocks[1:]:
       kb.append(jnp.zeros(kb[0].shape[:3] + (end - start,), kb[0].dtype))
       vb.append(jnp.zeros(vb[0].shape[:2] + (end - start,) + vb[0].shape[3:], vb[0].dtype))
-    caches.append(
-      (
-        tuple(constrain(x, KV_CACHE_AXES[0], mesh, rules) for x in kb),
-        tuple(constrain(x, KV_CACHE_AXES[1], mesh, rules) for x in vb),
-      )
-    )
+    caches.append(_constrain_cache(kb, vb, mesh, rules))
   h = layers.rms_norm(x[:, -1], w["final_norm"].astype(x.dtype), cfg.rms_norm_eps)
   logits = _head_logits(cfg, w, h)
   row_ids = jnp.arange(b, dtype=jnp.int32)
@@ -208,10 +211,10 @@ def _decode(cfg, method, prompt_len, eos_id, pad_id, w, state: DecodeState) -> D
     step = st.step
     prev = jax.lax.dynamic_slice(st.tokens, (zero, step - 1), (st.tokens.shape[0], 1))  # [B,1]
     slot = prompt_len + step - 1
-    start, end = blocks[block]
-    written = jnp.arange(prompt_len, end) <= slot  # [end - prompt_len]: the completion's positions so far
+    start, stop = blocks[block]
+    written = jnp.arange(prompt_len, stop) <= slot  # [stop - prompt_len]: the completion's positions so far
     key_mask = jnp.concatenate(
-      [st.key_mask[:, :prompt_len], jnp.broadcast_to(written, (st.key_mask.shape[0], end - prompt_len))], axis=1
+      [st.key_mask[:, :prompt_len], jnp.broadcast_to(written, (st.key_mask.shape[0], stop - prompt_len))], axis=1
     )
     cos, sin = layers.rope_cos_sin(cfg, st.positions[:, None])
     x = embed_tokens(cfg, w, prev)
@@ -316,13 +319,7 @@ def _state_rows(state: DecodeState, mesh: Mesh | None, rules: Rules) -> DecodeSt
   """Inside jit: `state`'s caches on their logical axes and its [B, ...] leaves sharded by rows."""
   if mesh is None:
     return state
-  caches = tuple(
-    (
-      tuple(constrain(x, KV_CACHE_AXES[0], mesh, rules) for x in kb),
-      tuple(constrain(x, KV_CACHE_AXES[1], mesh, rules) for x in vb),
-    )
-    for kb, vb in state.caches
-  )
+  caches = tuple(_constrain_cache(kb, vb, mesh, rules) for kb, vb in state.caches)
   rest = {
     f: constrain_rows(getattr(state, f), mesh, rules)
     for f in ("key_mask", "tokens", "logprobs", "valid", "done", "positions", "row_keys", "row_ids")

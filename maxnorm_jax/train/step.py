@@ -27,7 +27,7 @@ from maxnorm_jax.parallel.sharding import constrain_rows
 from maxnorm_jax.train.state import TrainState
 
 # XLA:CPU's YNNPACK fusions, on by default, make the log-prob pass's forward slower by a fifth to a
-# third and leave the update's grad level (BENCHMARKS.md, "YNNPACK fusions off in the dense passes");
+# third and leave the update's grad level (BENCHMARKS.md, "The KV cache in blocks and YNNPACK off in the dense passes");
 # the sampler's decode loop gains from them and keeps them. Only the CPU compiler reads this option.
 DENSE_PASS_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
