@@ -56,8 +56,11 @@ def length_stats(lengths: np.ndarray) -> dict:
   }
 
 
-def run_ours(model, new_tokens: int, eos_id, shared: bool, compact_every: int, repeats: int) -> dict:
-  """Best of `repeats` timed `generate` calls (after one untimed compile call); tokens = real lengths."""
+def run_ours(model, new_tokens: int, eos_id, shared: bool, compact_every: int, repeats: int, mesh=None) -> dict:
+  """Best of `repeats` timed `generate` calls (after one untimed compile call); tokens = real lengths.
+
+  mesh: the rows sharded over its data axis (several CPU devices, one per core), else one device.
+  """
   cfg = model.config
   if shared:
     ids, g = prompts(ROWS // GROUP, cfg.vocab_size, 0), GROUP
@@ -69,7 +72,7 @@ def run_ours(model, new_tokens: int, eos_id, shared: bool, compact_every: int, r
   def once(seed):
     out = generate(
       model, ids, mask, jax.random.key(seed), new_tokens, method=method, eos_id=eos_id, num_samples=g,
-      compact_every=compact_every,
+      compact_every=compact_every, mesh=mesh,
     )  # fmt: skip
     return jax.device_get((out.lengths, out.decode_steps, out.row_steps))
 
@@ -178,10 +181,17 @@ def main():
   parser.add_argument("--compact-every", type=int, default=8)
   parser.add_argument("--rows", type=int, default=ROWS, help="rows per rollout (a multiple of 8)")
   parser.add_argument("--tail-new-tokens", type=int, default=TAIL_NEW, help="new tokens at most on the long tail")
+  parser.add_argument(
+    "--cpu-devices", type=int, default=os.cpu_count(),
+    help="also run ours on this many CPU devices, the rows sharded over them (1: one device only)",
+  )  # fmt: skip
   parser.add_argument("--no-peers", action="store_true")
   parser.add_argument("--write", action="store_true", help="write the section 'Rollouts' of BENCHMARKS.md")
   args = parser.parse_args()
   ROWS, TAIL_NEW = args.rows, args.tail_new_tokens
+  if args.cpu_devices > 1:  # read when jax's CPU backend starts, which nothing above has done
+    flag = f"--xla_force_host_platform_device_count={args.cpu_devices}"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
 
   ensure_checkpoint(args.model, args.peers_dir)
   model = hf.load(args.model)
@@ -200,7 +210,16 @@ def main():
     ("tail no-compact", TAIL_NEW, eos_id, True, 0, tail),
   ]:
     print(f"[rollout] ours: {name}", file=sys.stderr, flush=True)
-    ours[name] = run_ours(model, new, eos, shared, compact, r)
+    ours[name] = run_ours(model, new, eos, shared, compact, r, mesh=jax.make_mesh((1,), ("data",)))
+  nd = jax.device_count()
+  if nd > 1:
+    mesh = jax.make_mesh((nd,), ("data",))
+    for name, new, eos, compact, r in [
+      ("fixed devices", FIXED_NEW, None, 0, rep),
+      ("tail devices", TAIL_NEW, eos_id, ce, tail),
+    ]:
+      print(f"[rollout] ours: {name} ({nd})", file=sys.stderr, flush=True)
+      ours[name] = run_ours(model, new, eos, True, compact, r, mesh=mesh)
   roof = matmul_roofline(cfg, ROWS)
 
   peers: dict[str, dict | None] = {}
@@ -237,6 +256,11 @@ def main():
     f"{fmt_tps(ours['fixed chunked'])} | {fmt_tps(ours['tail compact'])} | {fmt_len(ours['tail compact'])} |",
     f"| maxnorm_jax, no shared prefill (512 prompts) | {fmt_tps(ours['fixed unshared'])} | | |",
   ]
+  if "fixed devices" in ours:
+    lines.append(
+      f"| maxnorm_jax, rows over {nd} CPU devices (fixed: one loop; tail: compaction) | "
+      f"{fmt_tps(ours['fixed devices'])} | {fmt_tps(ours['tail devices'])} | {fmt_len(ours['tail devices'])} |"
+    )
   for peer in ("transformers", "vLLM CPU"):
     if have_peers:
       lines.append(
@@ -252,8 +276,22 @@ def main():
             + f"), i.e. {1e3 * roof['matmul_s_per_step']:.1f} ms per step; ours takes "
             f"{1e3 * step_s:.1f} ms per decode step of {ROWS} rows (prefill included): "
             f"{100 * fixed['tokens_per_s'] / roof['tokens_per_s']:.0f}% of the roofline (target 50%)."]  # fmt: skip
+  if "fixed devices" in ours:
+    fd = ours["fixed devices"]
+    lines.append(
+      f"- Rows over {nd} CPU devices (fixed): {fd['tokens_per_s'] / fixed['tokens_per_s']:.2f}x one device, "
+      f"{100 * fd['tokens_per_s'] / roof['tokens_per_s']:.0f}% of the roofline."
+    )
   for peer in ("transformers", "vLLM CPU"):
     r = peers.get((peer, "fixed"))
+    if r is not None and "fixed devices" in ours:
+      td = peers.get((peer, "tail"))
+      lines.append(
+        f"- Ours over {nd} CPU devices against {peer}: fixed "
+        f"{ours['fixed devices']['tokens_per_s'] / r['tokens_per_s']:.2f}x"
+        + (f", long tail {ours['tail devices']['tokens_per_s'] / td['tokens_per_s']:.2f}x" if td else "")
+        + " (target 2x)."
+      )
     if r is not None:
       t = peers.get((peer, "tail"))
       best_tail = max(ours["tail compact"]["tokens_per_s"], ours["tail no-compact"]["tokens_per_s"])
