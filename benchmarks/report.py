@@ -23,6 +23,18 @@ def best_time(fn, repeats: int, warmup: bool = False) -> float:
   return best
 
 
+def force_cpu_devices(n: int) -> None:
+  """Splits the host CPU into `n` jax devices (n > 1), for rows sharded one device per core.
+
+  XLA:CPU runs a program's non-matmul ops (attention's batched dots, rope, sampling) on one thread;
+  several host devices run them side by side. XLA_FLAGS is read when jax's CPU backend starts, so
+  this must run before anything touches jax.devices().
+  """
+  if n > 1:
+    flag = f"--xla_force_host_platform_device_count={n}"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+
+
 def machine() -> str:
   """A one-line description of this machine."""
   cpu = platform.processor() or platform.machine()

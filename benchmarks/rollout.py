@@ -33,6 +33,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks import report  # noqa: E402
 from maxnorm_jax.models import hf  # noqa: E402
 from maxnorm_jax.sampling import Categorical, generate  # noqa: E402
 
@@ -189,9 +190,7 @@ def main():
   parser.add_argument("--write", action="store_true", help="write the section 'Rollouts' of BENCHMARKS.md")
   args = parser.parse_args()
   ROWS, TAIL_NEW = args.rows, args.tail_new_tokens
-  if args.cpu_devices > 1:  # read when jax's CPU backend starts, which nothing above has done
-    flag = f"--xla_force_host_platform_device_count={args.cpu_devices}"
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+  report.force_cpu_devices(args.cpu_devices)  # nothing above has started jax's backend
 
   ensure_checkpoint(args.model, args.peers_dir)
   model = hf.load(args.model)
@@ -315,10 +314,8 @@ def main():
   body = "\n".join(lines)
   print(body)
   if args.write:
-    from benchmarks.report import header, update_section
-
     cmd = "JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py --write"
-    update_section("Rollouts", header(cmd) + "\n" + body)
+    report.update_section("Rollouts", report.header(cmd) + "\n" + body)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 fraction of the step the device waits for the verifier (target: under 10%).
 
     python benchmarks/step.py [--steps 40] [--write]
-    python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--write]
+    python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--cpu-devices 2] [--write]
 
 Each scenario runs the trainer (`maxnorm_jax.train.train`) from configs/default.py on this machine's
 devices, without SFT, evaluation or checkpoints, and reports medians over the steps after the first
@@ -169,9 +169,14 @@ def main():
   parser.add_argument("--vs-trl", action="store_true", help="issue 11's step on one checkpoint, beside TRL's")
   parser.add_argument("--trl-steps", type=int, default=4, help="--vs-trl: TRL's RL steps (the first is a warm-up)")
   parser.add_argument("--ckpt", default=os.path.join(ROOT, "runs", "bench_ckpt"), help="--vs-trl: checkpoint dir")
+  parser.add_argument(
+    "--cpu-devices", type=int, default=1,
+    help="split the host CPU into this many jax devices; the trainer's data axis takes them all",
+  )  # fmt: skip
   parser.add_argument("--bench-python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
   args = parser.parse_args()
   args.load_before = load_average()
+  report.force_cpu_devices(args.cpu_devices)  # before anything starts jax's backend
   if args.vs_trl:
     args.steps = args.steps or 8
     args.skip = args.skip if args.skip is not None else 3
