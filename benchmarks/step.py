@@ -2,7 +2,8 @@
 fraction of the step the device waits for the verifier (target: under 10%).
 
     python benchmarks/step.py [--steps 40] [--write]
-    python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--cpu-devices 2] [--write]
+    python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--cpu-devices 2]
+        [--dtype bfloat16] [--write]
 
 Each scenario runs the trainer (`maxnorm_jax.train.train`) from configs/default.py on this machine's
 devices, without SFT, evaluation or checkpoints, and reports medians over the steps after the first
@@ -14,6 +15,8 @@ log-prob passes had finished, i.e. the time the device sat idle for the verifier
 4 layers, width 256), runs this trainer on it at 64 prompts x 8 samples, 6 prompt tokens, 64 new tokens at
 T=1, beta 0.01, 4 minibatches, grpo, and then TRL's GRPOTrainer at the same shape in .venv-bench
 (`make bench-env`; benchmarks/peers/trl_step.py), one after the other, and prints both side by side.
+--dtype bfloat16 runs both forward and backward passes in bfloat16 with float32 weights and optimizer
+state: ours with model.dtype=bfloat16, TRL with bf16=True (torch's CPU autocast).
 """
 
 import argparse
@@ -40,6 +43,10 @@ SCENARIOS = {
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Issue 11's whole-step shape, on the checkpoint of benchmarks/peers/make_checkpoint.py.
 VS_TRL = dict(prompts=64, group=8, prompt_len=6, new_tokens=64, beta=0.01, minibatches=4)
+DTYPES = {
+  "float32": "float32",
+  "bfloat16": "bfloat16 passes over float32 weights (ours model.dtype=bfloat16, TRL bf16=True)",
+}
 KEYS = ("time/generate", "time/verify", "time/logprobs", "time/update", "time/step", "time/device_wait_verifier")
 
 
@@ -109,10 +116,11 @@ def vs_trl_overrides(ckpt: str) -> dict:
   }
 
 
-def run_trl(ckpt: str, steps: int, python: str) -> dict:
+def run_trl(ckpt: str, steps: int, python: str, dtype: str) -> dict:
   """benchmarks/peers/trl_step.py at VS_TRL's shape in the peers' environment -> its JSON."""
   v = VS_TRL
   cmd = [python, os.path.join(ROOT, "benchmarks", "peers", "trl_step.py"), "--model", ckpt, "--steps", str(steps)]
+  cmd += ["--bf16"] if dtype == "bfloat16" else []
   for key in ("prompts", "group", "prompt_len", "new_tokens", "beta", "minibatches"):
     cmd += ["--" + key.replace("_", "-"), str(v[key])]
   print("running " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -130,8 +138,9 @@ def vs_trl(args) -> str:
   if not os.path.exists(python):
     raise SystemExit(f"{python} does not exist; run `make bench-env` first")
   make_checkpoint(args.ckpt, seed=0)
-  ours = run_scenario("method=grpo", vs_trl_overrides(args.ckpt), args.steps, args.skip)
-  trl = run_trl(args.ckpt, args.trl_steps, python)
+  overrides = vs_trl_overrides(args.ckpt) | {"model.dtype": args.dtype}
+  ours = run_scenario("method=grpo", overrides, args.steps, args.skip)
+  trl = run_trl(args.ckpt, args.trl_steps, python, args.dtype)
   v = VS_TRL
   rows = v["prompts"] * v["group"]
   lines = [
@@ -147,7 +156,7 @@ def vs_trl(args) -> str:
   body += (
     f"\n\nOne step: {v['prompts']} prompts x {v['group']} samples = {rows} rows, {v['prompt_len']} prompt "
     f"tokens, {v['new_tokens']} new tokens at T=1, beta {v['beta']}, {v['minibatches']} optimizer steps on "
-    f"{rows // v['minibatches']}-row minibatches, float32, on the random Qwen3 checkpoint of "
+    f"{rows // v['minibatches']}-row minibatches, {DTYPES[args.dtype]}, on the random Qwen3 checkpoint of "
     "benchmarks/peers/make_checkpoint.py (4 layers, width 256, vocab 64). Ours: medians over steps "
     f"{args.skip + 1}..{args.steps} (mean completion length {ours['response_len_mean']:.1f}: rows stop at EOS, "
     f"the shapes stay at {v['new_tokens']}). TRL: median of its steps after the first "
@@ -173,6 +182,7 @@ def main():
     "--cpu-devices", type=int, default=1,
     help="split the host CPU into this many jax devices; the trainer's data axis takes them all",
   )  # fmt: skip
+  parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="--vs-trl: the passes' dtype")
   parser.add_argument("--bench-python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
   args = parser.parse_args()
   args.load_before = load_average()
@@ -183,7 +193,7 @@ def main():
     body = vs_trl(args)
     print(body)
     if args.write:
-      report.update_section("RL step against TRL", body)
+      report.update_section("RL step against TRL" + ("" if args.dtype == "float32" else f", {args.dtype}"), body)
     return
   args.steps = args.steps or 40
   args.skip = args.skip if args.skip is not None else 5

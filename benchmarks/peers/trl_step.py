@@ -10,7 +10,8 @@ rows / minibatches rows. In TRL's terms: per_device_train_batch_size = rows / mi
 gradient_accumulation_steps = 1, steps_per_generation = minibatches (so TRL computes the old log-probs,
 as the policy moves between the optimizer steps of one generation), num_iterations = 1. AdamW
 (b1 0.9, b2 0.99, eps 1e-8, no weight decay), lr 5e-4, global grad-norm clip 1.0, clip 0.2 and
-float32 as in configs/default.py; gradient checkpointing off (TRL's default is on; ours has no remat).
+float32 as in configs/default.py (--bf16: torch's bfloat16 autocast over the float32 weights, as
+model.dtype=bfloat16 does in ours); gradient checkpointing off (TRL's default is on; ours has no remat).
 The reward is a trivial function of the text. Each RL step's time is taken at the trainer's
 on_step_end of its last optimizer step; the first RL step (warm-up) is left out of the median.
 """
@@ -59,6 +60,7 @@ def main():
   parser.add_argument("--minibatches", type=int, default=4, help="optimizer steps per generation")
   parser.add_argument("--steps", type=int, default=5, help="RL steps (the first is a warm-up)")
   parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast over the float32 weights")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--output-dir", default="/tmp/trl_step")
   args = parser.parse_args()
@@ -72,7 +74,7 @@ def main():
   config = trl.GRPOConfig(
     output_dir=args.output_dir,
     use_cpu=True,
-    bf16=False,
+    bf16=args.bf16,
     fp16=False,
     gradient_checkpointing=False,
     seed=args.seed,
@@ -131,6 +133,7 @@ def main():
           "rows_per_optimizer_step": rows // args.minibatches,
         },
         "beta": args.beta,
+        "bf16": args.bf16,
         "threads": args.threads,
         "torch": torch.__version__,
         "transformers": transformers.__version__,

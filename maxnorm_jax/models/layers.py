@@ -43,10 +43,42 @@ def dense(x: jax.Array, w: jax.Array, preferred_element_type=None) -> jax.Array:
   XLA:CPU gives the weight gradient of a matmul over a 3-D activation (a contraction over both
   B and T) transposed copies of the activation and its gradient (a quarter of the update's time at
   issue 11's shape, BENCHMARKS.md); the flat matmul's gradient needs none. The reshapes are free.
+  16-bit inputs go through `_matmul_f32_accumulate` (same result dtype as a plain jnp.dot).
   """
   k = x.shape[-1]
-  y = jnp.dot(x.reshape(-1, k), w.reshape(k, -1), preferred_element_type=preferred_element_type)
+  x2, w2 = x.reshape(-1, k), w.reshape(k, -1)
+  if preferred_element_type is None and x.dtype == w.dtype and x.dtype in (jnp.bfloat16, jnp.float16):
+    y = _matmul_f32_accumulate(x2, w2)
+  else:
+    y = jnp.dot(x2, w2, preferred_element_type=preferred_element_type)
   return y.reshape(x.shape[:-1] + w.shape[1:])
+
+
+@jax.custom_vjp
+def _matmul_f32_accumulate(x: jax.Array, w: jax.Array) -> jax.Array:
+  """x [M, K] times w [K, N] -> [M, N] in x's 16-bit dtype, accumulated in float32.
+
+  XLA:CPU's fast bfloat16 matmuls (AMX through YNNPACK, about 1 TFLOP/s on the Intel machine of
+  BENCHMARKS.md against 0.2-0.3 at float32) take bfloat16 operands with a float32 result; a
+  bfloat16 result, or jax's own gradient (a float32 cotangent against a bfloat16 operand), falls
+  back to float32 Eigen at 0.1-0.2. The gradient here keeps both operands of each matmul 16-bit.
+  On TPU the result is the same matmul either way.
+  """
+  return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
+def _matmul_f32_accumulate_fwd(x, w):
+  return _matmul_f32_accumulate(x, w), (x, w)
+
+
+def _matmul_f32_accumulate_bwd(res, g):
+  x, w = res
+  dx = jnp.dot(g, w.T, preferred_element_type=jnp.float32).astype(x.dtype)  # [M, K]
+  dw = jnp.dot(x.T, g, preferred_element_type=jnp.float32).astype(w.dtype)  # [K, N]
+  return dx, dw
+
+
+_matmul_f32_accumulate.defvjp(_matmul_f32_accumulate_fwd, _matmul_f32_accumulate_bwd)
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:

@@ -274,7 +274,7 @@ def compile_step(c, devices) -> StepPlan:
     lp_args = (params, ids, pmask, tokens, tmask)
     lp, t = _compile(
       "logprobs",
-      step_lib.sequence_logprobs,
+      step_lib.logprobs_fn(cfg),
       cfg,
       temperature,
       *lp_args,

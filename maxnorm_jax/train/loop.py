@@ -550,7 +550,7 @@ class Trainer:
     microbatches = self.config.train.logprob_microbatches
 
     def score(weights):
-      return step_lib.sequence_logprobs(
+      return step_lib.logprobs_fn(self.model_cfg)(
         self.model_cfg,
         temperature,
         weights,

@@ -26,10 +26,16 @@ from maxnorm_jax.parallel.rules import Rules
 from maxnorm_jax.parallel.sharding import constrain_rows
 from maxnorm_jax.train.state import TrainState
 
-# XLA:CPU's YNNPACK fusions, on by default, make the log-prob pass's forward slower by a fifth to a
-# third and leave the update's grad level (BENCHMARKS.md, "The KV cache in blocks and YNNPACK off in the dense passes");
-# the sampler's decode loop gains from them and keeps them. Only the CPU compiler reads this option.
+# XLA:CPU's YNNPACK fusions, on by default, make the float32 log-prob pass's forward slower by a fifth
+# to a third and leave the update's grad level (BENCHMARKS.md, "The KV cache in blocks and YNNPACK off
+# in the dense passes"); the sampler's decode loop gains from them and keeps them. In bfloat16 they
+# are XLA:CPU's fast matmuls (AMX), and both passes keep them. Only the CPU compiler reads this option.
 DENSE_PASS_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def dense_pass_compiler_options(cfg: ModelConfig) -> dict:
+  """The log-prob pass's and the update's compiler options for the compute dtype `cfg.dtype`."""
+  return {} if cfg.dtype in ("bfloat16", "float16") else DENSE_PASS_COMPILER_OPTIONS
 
 
 @struct.dataclass
@@ -125,11 +131,10 @@ def completion_pass(
   return out.logp, out.entropy, load_balancing_loss(cfg, router, attn)
 
 
-@functools.partial(
-  jax.jit,
-  static_argnames=("cfg", "temperature", "microbatches", "top_k", "top_p", "mesh", "rules"),
-  compiler_options=DENSE_PASS_COMPILER_OPTIONS,
-)
+_LOGPROB_STATIC = ("cfg", "temperature", "microbatches", "top_k", "top_p", "mesh", "rules")
+
+
+@functools.partial(jax.jit, static_argnames=_LOGPROB_STATIC, compiler_options=DENSE_PASS_COMPILER_OPTIONS)
 def sequence_logprobs(
   cfg: ModelConfig,
   temperature: float,
@@ -341,6 +346,14 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
   return new_state, metrics
 
 
+_sequence_logprobs_16bit = jax.jit(sequence_logprobs.__wrapped__, static_argnames=_LOGPROB_STATIC)
+
+
+def logprobs_fn(cfg: ModelConfig):
+  """`sequence_logprobs` compiled with the options of `dense_pass_compiler_options(cfg)`."""
+  return sequence_logprobs if dense_pass_compiler_options(cfg) else _sequence_logprobs_16bit
+
+
 _UPDATE_FNS: dict = {}
 
 
@@ -354,7 +367,7 @@ def update_fn(spec: UpdateSpec, shardings: TrainState):
       functools.partial(_update, spec),
       donate_argnums=(0,),
       out_shardings=(shardings, None),
-      compiler_options=DENSE_PASS_COMPILER_OPTIONS,
+      compiler_options=dense_pass_compiler_options(spec.model),
     )
   return _UPDATE_FNS[key]
 

@@ -1,0 +1,52 @@
+"""layers.dense on 16-bit inputs: float32 accumulation, a 16-bit result, and jax's own gradients."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from maxnorm_jax.models import layers
+
+
+def _operands(dtype):
+  kx, kw, kg = jax.random.split(jax.random.key(0), 3)
+  x = jax.random.normal(kx, (2, 5, 48)).astype(dtype)  # [B, T, K]
+  w = (jax.random.normal(kw, (48, 4, 8)) / 7).astype(dtype)  # [K, H, D]
+  g = jax.random.normal(kg, (2, 5, 4, 8)).astype(dtype)  # cotangent [B, T, H, D]
+  return x, w, g
+
+
+def _reference(x, w):
+  """The same matmul as one float32-accumulating einsum, rounded to the inputs' dtype."""
+  return jnp.einsum("btk,khd->bthd", x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
+def test_bfloat16_dense_value_and_dtype():
+  x, w, _ = _operands(jnp.bfloat16)
+  y = layers.dense(x, w)
+  assert y.dtype == jnp.bfloat16 and y.shape == (2, 5, 4, 8)
+  np.testing.assert_array_equal(np.asarray(y, np.float32), np.asarray(_reference(x, w), np.float32))
+
+
+def test_bfloat16_dense_gradients_match_jax_autodiff():
+  x, w, g = _operands(jnp.bfloat16)
+
+  def loss(f):
+    return lambda x, w: jnp.sum(f(x, w).astype(jnp.float32) * g.astype(jnp.float32))
+
+  dx, dw = jax.grad(loss(layers.dense), argnums=(0, 1))(x, w)
+  rx, rw = jax.grad(loss(_reference), argnums=(0, 1))(x, w)
+  assert dx.dtype == jnp.bfloat16 and dw.dtype == jnp.bfloat16
+  assert dx.shape == x.shape and dw.shape == w.shape
+  # Both accumulate in float32 and round once to bfloat16 (8 bits of mantissa): at most one ulp apart.
+  for a, b in ((dx, rx), (dw, rw)):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    np.testing.assert_allclose(a, b, rtol=2**-7, atol=1e-6)
+  exact = jnp.einsum("bthd,khd->btk", g, w, preferred_element_type=jnp.float32)
+  np.testing.assert_allclose(np.asarray(dx, np.float32), np.asarray(exact), rtol=2**-7, atol=1e-2)
+
+
+def test_only_16bit_inputs_take_the_custom_gradient():
+  x, w, _ = _operands(jnp.float32)
+  assert "custom_vjp" not in str(jax.make_jaxpr(layers.dense)(x, w))
+  assert "custom_vjp" in str(jax.make_jaxpr(layers.dense)(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16)))
+  np.testing.assert_allclose(layers.dense(x, w), jnp.einsum("btk,khd->bthd", x, w), rtol=1e-5, atol=1e-5)
