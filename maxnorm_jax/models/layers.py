@@ -73,9 +73,27 @@ def _matmul_f32_accumulate_fwd(x, w):
 
 def _matmul_f32_accumulate_bwd(res, g):
   x, w = res
-  dx = jnp.dot(g, w.T, preferred_element_type=jnp.float32).astype(x.dtype)  # [M, K]
-  dw = jnp.dot(x.T, g, preferred_element_type=jnp.float32).astype(w.dtype)  # [K, N]
+  on_cpu = jax.default_backend() == "cpu"
+  wt = _row_major_transpose(w) if on_cpu else w.T  # [N, K]
+  xt = _row_major_transpose(x) if on_cpu and x.shape[1] <= w.shape[1] else x.T  # [K, M]
+  dx = jnp.dot(g, wt, preferred_element_type=jnp.float32).astype(x.dtype)  # [M, K]
+  dw = jnp.dot(xt, g, preferred_element_type=jnp.float32).astype(w.dtype)  # [K, N]
   return dx, dw
+
+
+def _row_major_transpose(a: jax.Array) -> jax.Array:
+  """a [R, C] -> a.T [C, R], materialised row-major (XLA:CPU only; BENCHMARKS.md, bfloat16).
+
+  XLA:CPU turns a lone transpose into a column-major layout of its operand, and YNNPACK takes only
+  row-major dot operands: the dot is then upcast to a float32 Eigen matmul (0.1-0.3 TFLOP/s against
+  1.1-1.4). Two transposed halves concatenated get a row-major buffer of their own. Used for every
+  weight (small) and for the activation of a weight gradient when K <= N; for K > N the copy of the
+  activation cost more than it saved.
+  """
+  if a.shape[0] < 2:
+    return a.T
+  h = a.shape[0] // 2
+  return jnp.concatenate([a[:h].T, a[h:].T], axis=1)
 
 
 _matmul_f32_accumulate.defvjp(_matmul_f32_accumulate_fwd, _matmul_f32_accumulate_bwd)

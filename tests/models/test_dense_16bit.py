@@ -3,15 +3,17 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from maxnorm_jax.models import layers
 
 
-def _operands(dtype):
+def _operands(dtype, d=8):
+  """x [2, 5, 48] and w [48, 4, d]: d=8 gives K > N (48 > 32), d=16 K <= N (two gradient paths on CPU)."""
   kx, kw, kg = jax.random.split(jax.random.key(0), 3)
   x = jax.random.normal(kx, (2, 5, 48)).astype(dtype)  # [B, T, K]
-  w = (jax.random.normal(kw, (48, 4, 8)) / 7).astype(dtype)  # [K, H, D]
-  g = jax.random.normal(kg, (2, 5, 4, 8)).astype(dtype)  # cotangent [B, T, H, D]
+  w = (jax.random.normal(kw, (48, 4, d)) / 7).astype(dtype)  # [K, H, D]
+  g = jax.random.normal(kg, (2, 5, 4, d)).astype(dtype)  # cotangent [B, T, H, D]
   return x, w, g
 
 
@@ -27,8 +29,9 @@ def test_bfloat16_dense_value_and_dtype():
   np.testing.assert_array_equal(np.asarray(y, np.float32), np.asarray(_reference(x, w), np.float32))
 
 
-def test_bfloat16_dense_gradients_match_jax_autodiff():
-  x, w, g = _operands(jnp.bfloat16)
+@pytest.mark.parametrize("d", [8, 16])
+def test_bfloat16_dense_gradients_match_jax_autodiff(d):
+  x, w, g = _operands(jnp.bfloat16, d)
 
   def loss(f):
     return lambda x, w: jnp.sum(f(x, w).astype(jnp.float32) * g.astype(jnp.float32))
