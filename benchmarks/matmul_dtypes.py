@@ -10,19 +10,13 @@ a float32 result, what `maxnorm_jax.models.layers.dense` asks for on 16-bit inpu
 """
 
 import argparse
-import time
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.report import best_time  # noqa: E402
 
 SHAPES = ((9216, 256, 768), (9216, 256, 1536), (9216, 768, 256), (9216, 1536, 256))
-
-
-def best(fn, repeats: int) -> float:
-  fn()
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return min(times)
 
 
 def jax_rows(repeats: int):
@@ -30,7 +24,7 @@ def jax_rows(repeats: int):
   import jax.numpy as jnp
 
   f32, bf16 = jnp.float32, jnp.bfloat16
-  cases = {  # name -> (operand dtype, result dtype, the matmul of (x, w, g))
+  cases = {  # name -> (operand dtype, result dtype; None: the operands')
     "f32": (f32, None),
     "bf16 -> bf16": (bf16, None),
     "bf16 -> f32": (bf16, f32),
@@ -41,18 +35,18 @@ def jax_rows(repeats: int):
       fwd = jax.jit(lambda x, w: jnp.dot(x, w, preferred_element_type=out))
       dx = jax.jit(lambda g, w: jnp.dot(g, w.T, preferred_element_type=out))
       dw = jax.jit(lambda x, g: jnp.dot(x.T, g, preferred_element_type=out))
-      ts = [best(lambda: f(a, b).block_until_ready(), repeats) for f, a, b in ((fwd, x, w), (dx, g, w), (dw, x, g))]
+      pairs = ((fwd, x, w), (dx, g, w), (dw, x, g))
+      ts = [best_time(lambda: f(a, b).block_until_ready(), repeats, warmup=True) for f, a, b in pairs]
       yield f"jax {jax.__version__}", name, (m, k, n), [2 * m * k * n / t / 1e9 for t in ts]
 
 
 def torch_rows(repeats: int):
   import torch
 
-  torch.set_num_threads(torch.get_num_threads())
   for m, k, n in SHAPES:
     for name, dt in (("f32", torch.float32), ("bf16 -> bf16", torch.bfloat16)):
       x, w, g = torch.ones(m, k, dtype=dt), torch.ones(k, n, dtype=dt), torch.ones(m, n, dtype=dt)
-      ts = [best(fn, repeats) for fn in (lambda: x @ w, lambda: g @ w.T, lambda: x.T @ g)]
+      ts = [best_time(fn, repeats, warmup=True) for fn in (lambda: x @ w, lambda: g @ w.T, lambda: x.T @ g)]
       yield f"torch {torch.__version__}", name, (m, k, n), [2 * m * k * n / t / 1e9 for t in ts]
 
 

@@ -25,6 +25,9 @@ from maxnorm_jax.parallel.sharding import constrain
 
 Weights = dict[str, jax.Array]
 
+# Compute dtypes whose matmuls `dense` accumulates in float32 (`_matmul_f32_accumulate`).
+SIXTEEN_BIT_FLOATS = (jnp.bfloat16, jnp.float16)
+
 # Logical axes of the activations a layer pins when it is given a mesh (docs/DESIGN.md §5). Left to
 # itself, the compiler followed the FSDP-sharded weights and sharded [B,T,E] activations on E with
 # every row on every chip, holding whole [B,T,F] MLP hiddens (Qwen2.5-3B's update: 16 rows x 9,216
@@ -47,7 +50,7 @@ def dense(x: jax.Array, w: jax.Array, preferred_element_type=None) -> jax.Array:
   """
   k = x.shape[-1]
   x2, w2 = x.reshape(-1, k), w.reshape(k, -1)
-  if preferred_element_type is None and x.dtype == w.dtype and x.dtype in (jnp.bfloat16, jnp.float16):
+  if preferred_element_type is None and x.dtype == w.dtype and x.dtype in SIXTEEN_BIT_FLOATS:
     y = _matmul_f32_accumulate(x2, w2)
   else:
     y = jnp.dot(x2, w2, preferred_element_type=preferred_element_type)

@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 
 from maxnorm_jax.core import advantages, diagnostics, groups, losses, protocol
 from maxnorm_jax.core.cards import AdvantageCard
+from maxnorm_jax.models import layers
 from maxnorm_jax.models.config import ModelConfig
 from maxnorm_jax.models.decoder import hidden_states, load_balancing_loss
 from maxnorm_jax.models.logprobs import logprobs_from_hidden
@@ -35,7 +36,7 @@ DENSE_PASS_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 def dense_pass_compiler_options(cfg: ModelConfig) -> dict:
   """The log-prob pass's and the update's compiler options for the compute dtype `cfg.dtype`."""
-  return {} if cfg.dtype in ("bfloat16", "float16") else DENSE_PASS_COMPILER_OPTIONS
+  return {} if cfg.jnp_dtype in layers.SIXTEEN_BIT_FLOATS else DENSE_PASS_COMPILER_OPTIONS
 
 
 @struct.dataclass
@@ -173,6 +174,14 @@ def sequence_logprobs(
 
   _, (logp, entropy) = jax.lax.scan(one, None, tuple(map(split, (prompt_ids, prompt_mask, tokens, mask))))
   return tuple(x.swapaxes(0, 1).reshape(b, -1) for x in (logp, entropy))
+
+
+_sequence_logprobs_16bit = jax.jit(sequence_logprobs.__wrapped__, static_argnames=_LOGPROB_STATIC)
+
+
+def logprobs_fn(cfg: ModelConfig):
+  """`sequence_logprobs` compiled with the options of `dense_pass_compiler_options(cfg)`."""
+  return sequence_logprobs if dense_pass_compiler_options(cfg) else _sequence_logprobs_16bit
 
 
 def length_buckets(max_new_tokens: int, count: int = 4) -> tuple[int, ...]:
@@ -344,14 +353,6 @@ def _update(spec: UpdateSpec, state: TrainState, batch: Rollout, hp: dict) -> tu
   metrics["nonfinite_updates"] = jnp.sum(per_update["nonfinite_updates"])
   new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
   return new_state, metrics
-
-
-_sequence_logprobs_16bit = jax.jit(sequence_logprobs.__wrapped__, static_argnames=_LOGPROB_STATIC)
-
-
-def logprobs_fn(cfg: ModelConfig):
-  """`sequence_logprobs` compiled with the options of `dense_pass_compiler_options(cfg)`."""
-  return sequence_logprobs if dense_pass_compiler_options(cfg) else _sequence_logprobs_16bit
 
 
 _UPDATE_FNS: dict = {}
