@@ -10,7 +10,11 @@ the long tail, with and without compaction. The decode roofline is the step's ma
 FLOP/s that jitted `jnp` matmuls of the step's own shapes reach here, measured in the same run.
 
   JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py [--model runs/bench_ckpt]
-      [--bench-python .venv-bench/bin/python] [--repeats 3] [--write]
+      [--bench-python .venv-bench/bin/python] [--repeats 3] [--dtype bfloat16] [--write]
+
+--dtype bfloat16 loads the checkpoint's weights in bfloat16 in every tool (our KV cache follows the
+weights; vLLM dtype="bfloat16", transformers dtype=torch.bfloat16); the roofline then times
+bfloat16 x bfloat16 -> float32 matmuls, as `layers.dense` runs them.
 
 The checkpoint is written by benchmarks/peers/make_checkpoint.py when --model does not exist; the
 peers run in .venv-bench (`make bench-env`) through benchmarks/peers/{hf,vllm}_generate.py; without
@@ -34,7 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import report  # noqa: E402
-from maxnorm_jax.models import hf  # noqa: E402
+from maxnorm_jax.models import hf, layers  # noqa: E402
 from maxnorm_jax.sampling import Categorical, generate  # noqa: E402
 
 GROUP, PROMPT, FIXED_NEW = 8, 6, 64
@@ -119,12 +123,13 @@ def step_matmuls(cfg, rows: int) -> list[tuple[int, int, int]]:
   return layer * cfg.num_layers + [(rows, e, v)]
 
 
-def matmul_roofline(cfg, rows: int, repeats: int = 20) -> dict:
-  """Matmul FLOPs per decode step and the time jitted jnp matmuls of those shapes take here."""
-  f = jax.jit(lambda a, b: a @ b)
+def matmul_roofline(cfg, rows: int, dtype=jnp.float32, repeats: int = 20) -> dict:
+  """Matmul FLOPs per decode step and the time jitted jnp matmuls of those shapes take here, in
+  `dtype` (16-bit: float32-accumulating, as `layers.dense` runs them)."""
+  f = jax.jit(lambda a, b: layers.dense(a, b))
   seconds = {}
   for m, k, n in sorted(set(step_matmuls(cfg, rows))):
-    a, b = jnp.ones((m, k), jnp.float32), jnp.ones((k, n), jnp.float32) * 1e-3
+    a, b = jnp.ones((m, k), dtype), jnp.ones((k, n), dtype) * 1e-3
     f(a, b).block_until_ready()
     best = float("inf")
     for _ in range(repeats):
@@ -144,9 +149,11 @@ def matmul_roofline(cfg, rows: int, repeats: int = 20) -> dict:
   }
 
 
-def run_peer(bench_python: str, script: str, model_dir: str, new_tokens: int, eos: str, repeats: int) -> dict | None:
+def run_peer(
+  bench_python: str, script: str, model_dir: str, new_tokens: int, eos: str, repeats: int, dtype: str
+) -> dict | None:
   """One peer runner's JSON, or None (with the reason on stderr) when it failed."""
-  cmd = [bench_python, script, "--model", model_dir, "--rows", str(ROWS), "--prompt-len", str(PROMPT)]
+  cmd = [bench_python, script, "--model", model_dir, "--rows", str(ROWS), "--prompt-len", str(PROMPT), "--dtype", dtype]
   cmd += ["--new-tokens", str(new_tokens), "--temperature", "1.0", "--eos", eos, "--repeats", str(repeats)]
   cmd += ["--threads", str(os.cpu_count())]
   print(f"[rollout] {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -193,6 +200,10 @@ def main():
     "--cpu-devices", type=int, default=os.cpu_count(),
     help="also run ours on this many CPU devices, the rows sharded over them (1: one device only)",
   )  # fmt: skip
+  parser.add_argument(
+    "--dtype", choices=("float32", "bfloat16"), default="float32",
+    help="weights, activations and KV cache of every tool (vLLM dtype=, transformers dtype=)",
+  )  # fmt: skip
   parser.add_argument("--no-peers", action="store_true")
   parser.add_argument("--write", action="store_true", help="write the section 'Rollouts' of BENCHMARKS.md")
   args = parser.parse_args()
@@ -200,7 +211,7 @@ def main():
   report.force_cpu_devices(args.cpu_devices)  # nothing above has started jax's backend
 
   ensure_checkpoint(args.model, args.peers_dir)
-  model = hf.load(args.model)
+  model = hf.load(args.model, dtype=jnp.dtype(args.dtype).type)
   cfg = model.config
   with open(os.path.join(args.model, "config.json")) as f:
     eos_id = json.load(f).get("eos_token_id")
@@ -223,7 +234,7 @@ def main():
     ours[name] = results[0]
     if paired:
       ours[name.split()[0] + " devices"] = results[1]
-  roof = matmul_roofline(cfg, ROWS)
+  roof = matmul_roofline(cfg, ROWS, jnp.dtype(args.dtype).type)
 
   peers: dict[str, dict | None] = {}
   have_peers = os.path.exists(args.bench_python) and not args.no_peers
@@ -235,8 +246,8 @@ def main():
   if have_peers:
     for peer, script in [("transformers", "hf_generate.py"), ("vLLM CPU", "vllm_generate.py")]:
       path = os.path.join(args.peers_dir, script)
-      peers[(peer, "fixed")] = run_peer(args.bench_python, path, args.model, FIXED_NEW, "off", rep)
-      peers[(peer, "tail")] = run_peer(args.bench_python, path, args.model, TAIL_NEW, "on", tail)
+      peers[(peer, "fixed")] = run_peer(args.bench_python, path, args.model, FIXED_NEW, "off", rep, args.dtype)
+      peers[(peer, "tail")] = run_peer(args.bench_python, path, args.model, TAIL_NEW, "on", tail, args.dtype)
   load = os.getloadavg()
   raw = {"ours": ours, "roofline": roof, "peers": {f"{k[0]} {k[1]}": v for k, v in peers.items()}, "load": load}
   print(json.dumps(raw, default=str), file=sys.stderr, flush=True)  # the raw figures, before any formatting
@@ -246,7 +257,7 @@ def main():
   lines = [
     f"Checkpoint: {args.model} (random Qwen3: {cfg.num_layers} layers, width {cfg.hidden_size}, "
     f"{cfg.num_heads} heads / {cfg.num_kv_heads} kv heads of {cfg.head_dim}, mlp {cfg.intermediate_size}, "
-    f"vocab {cfg.vocab_size}, float32). {ROWS} rows, {PROMPT} prompt tokens, temperature 1; best of "
+    f"vocab {cfg.vocab_size}, {args.dtype}). {ROWS} rows, {PROMPT} prompt tokens, temperature 1; best of "
     f"{rep} timed runs (long tail: {tail}) after one untimed run; tokens/s counts real completion tokens; "
     f"{os.cpu_count()} threads everywhere. Load average at the end: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}.",
     "",
@@ -320,8 +331,11 @@ def main():
   body = "\n".join(lines)
   print(body)
   if args.write:
-    cmd = "JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py --write"
-    report.update_section("Rollouts", report.header(cmd) + "\n" + body)
+    bf16 = args.dtype != "float32"
+    cmd = "JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py --write" + (
+      f" --dtype {args.dtype}" if bf16 else ""
+    )
+    report.update_section("Rollouts" + (f", {args.dtype}" if bf16 else ""), report.header(cmd) + "\n" + body)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ def generation_args(doc: str) -> argparse.Namespace:
   parser.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up run")
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="weights and activations")
   return parser.parse_args()
 
 
@@ -68,5 +69,6 @@ def result(args, lengths: np.ndarray, times: list[float], **extra) -> dict:
       "max": int(lengths.max()),
     },
     "threads": args.threads,
+    "dtype": args.dtype,
     **extra,
   }

@@ -20,7 +20,7 @@ def main():
   args = generation_args(__doc__)
   out_json = json_stdout()
   torch.set_num_threads(args.threads)
-  model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+  model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, args.dtype)).eval()
   gen = model.generation_config
   eos = gen.eos_token_id
   gen.update(

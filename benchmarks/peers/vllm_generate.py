@@ -32,7 +32,7 @@ def main():
   llm, startup = timed(
     lambda: vllm.LLM(
       model=args.model,
-      dtype="float32",
+      dtype=args.dtype,
       seed=args.seed,
       skip_tokenizer_init=True,
       max_model_len=args.prompt_len + args.new_tokens,
