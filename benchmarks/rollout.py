@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import report  # noqa: E402
 from maxnorm_jax.models import hf, layers  # noqa: E402
+from maxnorm_jax.models.config import dtype_of  # noqa: E402
 from maxnorm_jax.sampling import Categorical, generate  # noqa: E402
 
 GROUP, PROMPT, FIXED_NEW = 8, 6, 64
@@ -126,7 +127,7 @@ def step_matmuls(cfg, rows: int) -> list[tuple[int, int, int]]:
 def matmul_roofline(cfg, rows: int, dtype=jnp.float32, repeats: int = 20) -> dict:
   """Matmul FLOPs per decode step and the time jitted jnp matmuls of those shapes take here, in
   `dtype` (16-bit: float32-accumulating, as `layers.dense` runs them)."""
-  f = jax.jit(lambda a, b: layers.dense(a, b))
+  f = jax.jit(layers.dense)
   seconds = {}
   for m, k, n in sorted(set(step_matmuls(cfg, rows))):
     a, b = jnp.ones((m, k), dtype), jnp.ones((k, n), dtype) * 1e-3
@@ -211,7 +212,8 @@ def main():
   report.force_cpu_devices(args.cpu_devices)  # nothing above has started jax's backend
 
   ensure_checkpoint(args.model, args.peers_dir)
-  model = hf.load(args.model, dtype=jnp.dtype(args.dtype).type)
+  dtype = dtype_of(args.dtype)
+  model = hf.load(args.model, dtype=dtype)
   cfg = model.config
   with open(os.path.join(args.model, "config.json")) as f:
     eos_id = json.load(f).get("eos_token_id")
@@ -234,7 +236,7 @@ def main():
     ours[name] = results[0]
     if paired:
       ours[name.split()[0] + " devices"] = results[1]
-  roof = matmul_roofline(cfg, ROWS, jnp.dtype(args.dtype).type)
+  roof = matmul_roofline(cfg, ROWS, dtype)
 
   peers: dict[str, dict | None] = {}
   have_peers = os.path.exists(args.bench_python) and not args.no_peers
@@ -331,11 +333,9 @@ def main():
   body = "\n".join(lines)
   print(body)
   if args.write:
-    bf16 = args.dtype != "float32"
-    cmd = "JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py --write" + (
-      f" --dtype {args.dtype}" if bf16 else ""
-    )
-    report.update_section("Rollouts" + (f", {args.dtype}" if bf16 else ""), report.header(cmd) + "\n" + body)
+    flag, title = ("", "") if args.dtype == "float32" else (f" --dtype {args.dtype}", f", {args.dtype}")
+    cmd = "JAX_PLATFORMS=cpu .venv/bin/python benchmarks/rollout.py --write" + flag
+    report.update_section("Rollouts" + title, report.header(cmd) + "\n" + body)
 
 
 if __name__ == "__main__":
