@@ -198,6 +198,8 @@ def attend(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax
 
 
 def _attend_block(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+  if q.dtype in SIXTEEN_BIT_FLOATS and q.dtype == k.dtype == v.dtype:
+    return _attend_block_16bit(cfg, q, k, v, mask)
   b, t, h, d = q.shape
   kh = k.shape[2]
   qg = q.reshape(b, t, kh, h // kh, d)
@@ -205,6 +207,45 @@ def _attend_block(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, ma
   p = _masked_softmax(cfg, scores, mask[:, None, None, :, :]).astype(v.dtype)
   out = jnp.einsum("bkgts,bskd->btkgd", p, v)
   return out.reshape(b, t, h, d)
+
+
+def _attend_block_16bit(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+  """`_attend_block` for 16-bit q, k, v: both dots batched over (row, kv head), [G*T, D] x [D, S]
+  and [G*T, S] x [S, D], accumulated in float32, the layout of XLA:CPU's YNNPACK bf16 kernels
+  (the einsums above are upcast to float32 dots there; one 128-row minibatch's attention on the
+  AMD machine of BENCHMARKS.md: forward 19.8 -> 8.5 ms, grad 49.3 -> 36.1). Same math."""
+  b, t, h, d = q.shape
+  s, kh = k.shape[1], k.shape[2]
+  g = h // kh
+  qb = q.reshape(b, t, kh, g, d).transpose(0, 2, 3, 1, 4).reshape(b * kh, g * t, d)
+  kb = k.transpose(0, 2, 3, 1).reshape(b * kh, d, s)
+  vb = v.transpose(0, 2, 1, 3).reshape(b * kh, s, d)
+  scores = _batched_matmul_f32_accumulate(qb, kb).reshape(b, kh, g, t, s) * jnp.asarray(d**-0.5, q.dtype)
+  p = _masked_softmax(cfg, scores, mask[:, None, None, :, :]).astype(v.dtype)
+  out = _batched_matmul_f32_accumulate(p.reshape(b * kh, g * t, s), vb).reshape(b, kh, g, t, d)
+  return out.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
+
+
+@jax.custom_vjp
+def _batched_matmul_f32_accumulate(a: jax.Array, b: jax.Array) -> jax.Array:
+  """a [N, M, K] times b [N, K, J] -> [N, M, J] in a's 16-bit dtype, accumulated in float32; the
+  gradient's dots keep both operands 16-bit (as `_matmul_f32_accumulate`)."""
+  return jnp.einsum("nmk,nkj->nmj", a, b, preferred_element_type=jnp.float32).astype(a.dtype)
+
+
+def _batched_matmul_f32_accumulate_fwd(a, b):
+  return _batched_matmul_f32_accumulate(a, b), (a, b)
+
+
+def _batched_matmul_f32_accumulate_bwd(res, g):
+  a, b = res
+  bt, at = jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2)  # [N, J, K], [N, K, M]
+  da = jnp.einsum("nmj,njk->nmk", g, bt, preferred_element_type=jnp.float32).astype(a.dtype)
+  db = jnp.einsum("nkm,nmj->nkj", at, g, preferred_element_type=jnp.float32).astype(b.dtype)
+  return da, db
+
+
+_batched_matmul_f32_accumulate.defvjp(_batched_matmul_f32_accumulate_fwd, _batched_matmul_f32_accumulate_bwd)
 
 
 def attend_cached(cfg: ModelConfig, q: jax.Array, k_blocks: tuple, v_blocks: tuple, key_mask: jax.Array) -> jax.Array:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from maxnorm_jax.models import layers
+from maxnorm_jax.models.config import ModelConfig
 
 
 def _operands(dtype, d=8):
@@ -53,3 +54,37 @@ def test_only_16bit_inputs_take_the_custom_gradient():
   assert "custom_vjp" not in str(jax.make_jaxpr(layers.dense)(x, w))
   assert "custom_vjp" in str(jax.make_jaxpr(layers.dense)(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16)))
   np.testing.assert_allclose(layers.dense(x, w), jnp.einsum("btk,khd->bthd", x, w), rtol=1e-5, atol=1e-5)
+
+
+def _attention_operands(dtype):
+  """q [3, 5, 4, 8], k, v [3, 5, 2, 8] (two query heads per kv head), a causal mask [3, 5, 5]."""
+  kq, kk, kv, kg = jax.random.split(jax.random.key(1), 4)
+  q = jax.random.normal(kq, (3, 5, 4, 8)).astype(dtype)
+  k = jax.random.normal(kk, (3, 5, 2, 8)).astype(dtype)
+  v = jax.random.normal(kv, (3, 5, 2, 8)).astype(dtype)
+  g = jax.random.normal(kg, (3, 5, 4, 8)).astype(dtype)
+  mask = jnp.broadcast_to(jnp.tril(jnp.ones((5, 5), bool)), (3, 5, 5))
+  return q, k, v, g, mask
+
+
+def test_bfloat16_attention_matches_float32_attention_and_its_gradients():
+  cfg = ModelConfig(
+    vocab_size=16, hidden_size=32, intermediate_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8
+  )
+  q, k, v, g, mask = _attention_operands(jnp.float32)
+  bf = [a.astype(jnp.bfloat16) for a in (q, k, v)]
+
+  def loss(*qkv):
+    return jnp.sum(layers.attend(cfg, *qkv, mask).astype(jnp.float32) * g)
+
+  out = layers.attend(cfg, *bf, mask)
+  assert out.dtype == jnp.bfloat16 and out.shape == (3, 5, 4, 8)
+  assert "custom_vjp" in str(jax.make_jaxpr(lambda *a: layers.attend(cfg, *a, mask))(*bf))
+  ref = layers.attend(cfg, *[a.astype(jnp.float32) for a in bf], mask)
+  np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref), rtol=2**-6, atol=2e-2)
+  grads = jax.grad(loss, argnums=(0, 1, 2))(*bf)
+  refs = jax.grad(loss, argnums=(0, 1, 2))(*[a.astype(jnp.float32) for a in bf])
+  for a, b in zip(grads, refs):
+    assert a.dtype == jnp.bfloat16 and a.shape == b.shape
+    a, b = np.asarray(a, np.float32), np.asarray(b)
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 2e-2
