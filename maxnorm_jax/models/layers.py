@@ -258,14 +258,16 @@ def attend_cached(cfg: ModelConfig, q: jax.Array, k_blocks: tuple, v_blocks: tup
   b, h, d = q.shape
   kh = k_blocks[0].shape[1]
   qg = q.reshape(b, kh, h // kh, d)
-  scores = [jnp.einsum("bkgd,bkds->bkgs", qg, k) for k in k_blocks]
+  # 16-bit: float32 results, the form XLA:CPU hands to YNNPACK's bf16 kernels (else upcast dots).
+  acc = jnp.float32 if q.dtype in SIXTEEN_BIT_FLOATS else None
+  scores = [jnp.einsum("bkgd,bkds->bkgs", qg, k, preferred_element_type=acc) for k in k_blocks]
   scores = (scores[0] if len(scores) == 1 else jnp.concatenate(scores, axis=-1)) * (d**-0.5)
   p = _masked_softmax(cfg, scores, key_mask[:, None, None, :]).astype(v_blocks[0].dtype)
   out, start = None, 0
   for v in v_blocks:
-    part = jnp.einsum("bkgs,bksd->bkgd", p[..., start : start + v.shape[2]], v)
+    part = jnp.einsum("bkgs,bksd->bkgd", p[..., start : start + v.shape[2]], v, preferred_element_type=acc)
     out, start = part if out is None else out + part, start + v.shape[2]
-  return out.reshape(b, h, d)
+  return out.reshape(b, h, d).astype(q.dtype)
 
 
 def output_projection(cfg: ModelConfig, w: Weights, attn: jax.Array) -> jax.Array:
