@@ -88,3 +88,22 @@ def test_bfloat16_attention_matches_float32_attention_and_its_gradients():
     assert a.dtype == jnp.bfloat16 and a.shape == b.shape
     a, b = np.asarray(a, np.float32), np.asarray(b)
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 2e-2
+
+
+def test_bfloat16_cached_attention_matches_float32_over_two_blocks():
+  cfg = ModelConfig(
+    vocab_size=16, hidden_size=32, intermediate_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8
+  )
+  kq, kk, kv = jax.random.split(jax.random.key(2), 3)
+  q = jax.random.normal(kq, (3, 4, 8)).astype(jnp.bfloat16)  # [B, H, D]
+  k = jax.random.normal(kk, (3, 2, 8, 6)).astype(jnp.bfloat16)  # [B, K, D, S]
+  v = jax.random.normal(kv, (3, 2, 6, 8)).astype(jnp.bfloat16)  # [B, K, S, D]
+  key_mask = jnp.arange(6)[None, :] < jnp.array([[6], [4], [1]])  # [B, S]
+  k_blocks, v_blocks = (k[..., :2], k[..., 2:]), (v[:, :, :2], v[:, :, 2:])
+  out = layers.attend_cached(cfg, q, k_blocks, v_blocks, key_mask)
+  assert out.dtype == jnp.bfloat16 and out.shape == (3, 4, 8)
+  k32, v32 = (tuple(b.astype(jnp.float32) for b in blocks) for blocks in (k_blocks, v_blocks))
+  ref = layers.attend_cached(cfg, q.astype(jnp.float32), k32, v32, key_mask)
+  np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref), rtol=2**-6, atol=2e-2)
+  # The third row sees only its first key: its output is that key's value for each query head.
+  np.testing.assert_allclose(np.asarray(out[2], np.float32), np.repeat(np.asarray(v[2, :, 0], np.float32), 2, axis=0))
