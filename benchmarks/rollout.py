@@ -208,6 +208,9 @@ def main():
   parser.add_argument("--no-peers", action="store_true")
   parser.add_argument("--write", action="store_true", help="write the section 'Rollouts' of BENCHMARKS.md")
   args = parser.parse_args()
+  for flag, n in (("--repeats", args.repeats), ("--tail-repeats", args.tail_repeats)):
+    if n < 1:
+      parser.error(f"{flag} must be at least 1 (timed runs after the untimed first call), got {n}")
   ROWS, TAIL_NEW = args.rows, args.tail_new_tokens
   report.force_cpu_devices(args.cpu_devices)  # nothing above has started jax's backend
 

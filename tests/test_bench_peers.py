@@ -1,6 +1,6 @@
 """The peer benchmarks' checkpoint (benchmarks/peers/make_checkpoint.py) and benchmarks/step.py --vs-trl's
 config: the checkpoint loads back with issue 11's shape and a 64-id tokenizer, and the overrides are
-valid config keys at 512 rows and 4 minibatches."""
+valid config keys at 512 rows and 4 minibatches; benchmarks/rollout.py refuses zero timed runs."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -50,3 +51,13 @@ def test_vs_trl_overrides_are_valid_at_issue_shape():
   assert c.data.batch_size * c.rollout.group_size == 512
   assert (c.data.max_prompt_len, c.rollout.max_new_tokens, c.train.minibatches) == (6, 64, 4)
   assert (c.loss.beta, c.advantage.estimator, c.model.kind) == (0.01, "grpo", "hf")
+
+
+def test_rollout_bench_refuses_zero_timed_runs(monkeypatch, capsys):
+  from benchmarks import rollout
+
+  monkeypatch.setattr(sys, "argv", ["rollout.py", "--no-peers", "--tail-repeats", "0"])
+  with pytest.raises(SystemExit) as exit_info:
+    rollout.main()
+  assert exit_info.value.code == 2
+  assert "--tail-repeats must be at least 1 (timed runs after the untimed first call), got 0" in capsys.readouterr().err
