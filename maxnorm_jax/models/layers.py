@@ -220,7 +220,7 @@ def _attend_block_16bit(cfg: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Arr
   qb = q.reshape(b, t, kh, g, d).transpose(0, 2, 3, 1, 4).reshape(b * kh, g * t, d)
   kb = k.transpose(0, 2, 3, 1).reshape(b * kh, d, s)
   vb = v.transpose(0, 2, 1, 3).reshape(b * kh, s, d)
-  scores = _batched_matmul_f32_accumulate(qb, kb).reshape(b, kh, g, t, s) * jnp.asarray(d**-0.5, q.dtype)
+  scores = _batched_matmul_f32_accumulate(qb, kb).reshape(b, kh, g, t, s) * (d**-0.5)
   p = _masked_softmax(cfg, scores, mask[:, None, None, :, :]).astype(v.dtype)
   out = _batched_matmul_f32_accumulate(p.reshape(b * kh, g * t, s), vb).reshape(b, kh, g, t, d)
   return out.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)

@@ -56,6 +56,12 @@ def test_only_16bit_inputs_take_the_custom_gradient():
   np.testing.assert_allclose(layers.dense(x, w), jnp.einsum("btk,khd->bthd", x, w), rtol=1e-5, atol=1e-5)
 
 
+# Two query heads per kv head, as in the decoder's GQA.
+_CFG = ModelConfig(
+  vocab_size=16, hidden_size=32, intermediate_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8
+)
+
+
 def _attention_operands(dtype):
   """q [3, 5, 4, 8], k, v [3, 5, 2, 8] (two query heads per kv head), a causal mask [3, 5, 5]."""
   kq, kk, kv, kg = jax.random.split(jax.random.key(1), 4)
@@ -68,19 +74,16 @@ def _attention_operands(dtype):
 
 
 def test_bfloat16_attention_matches_float32_attention_and_its_gradients():
-  cfg = ModelConfig(
-    vocab_size=16, hidden_size=32, intermediate_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8
-  )
   q, k, v, g, mask = _attention_operands(jnp.float32)
   bf = [a.astype(jnp.bfloat16) for a in (q, k, v)]
 
   def loss(*qkv):
-    return jnp.sum(layers.attend(cfg, *qkv, mask).astype(jnp.float32) * g)
+    return jnp.sum(layers.attend(_CFG, *qkv, mask).astype(jnp.float32) * g)
 
-  out = layers.attend(cfg, *bf, mask)
+  out = layers.attend(_CFG, *bf, mask)
   assert out.dtype == jnp.bfloat16 and out.shape == (3, 5, 4, 8)
-  assert "custom_vjp" in str(jax.make_jaxpr(lambda *a: layers.attend(cfg, *a, mask))(*bf))
-  ref = layers.attend(cfg, *[a.astype(jnp.float32) for a in bf], mask)
+  assert "custom_vjp" in str(jax.make_jaxpr(lambda *a: layers.attend(_CFG, *a, mask))(*bf))
+  ref = layers.attend(_CFG, *[a.astype(jnp.float32) for a in bf], mask)
   np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref), rtol=2**-6, atol=2e-2)
   grads = jax.grad(loss, argnums=(0, 1, 2))(*bf)
   refs = jax.grad(loss, argnums=(0, 1, 2))(*[a.astype(jnp.float32) for a in bf])
@@ -91,19 +94,16 @@ def test_bfloat16_attention_matches_float32_attention_and_its_gradients():
 
 
 def test_bfloat16_cached_attention_matches_float32_over_two_blocks():
-  cfg = ModelConfig(
-    vocab_size=16, hidden_size=32, intermediate_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8
-  )
   kq, kk, kv = jax.random.split(jax.random.key(2), 3)
   q = jax.random.normal(kq, (3, 4, 8)).astype(jnp.bfloat16)  # [B, H, D]
   k = jax.random.normal(kk, (3, 2, 8, 6)).astype(jnp.bfloat16)  # [B, K, D, S]
   v = jax.random.normal(kv, (3, 2, 6, 8)).astype(jnp.bfloat16)  # [B, K, S, D]
   key_mask = jnp.arange(6)[None, :] < jnp.array([[6], [4], [1]])  # [B, S]
   k_blocks, v_blocks = (k[..., :2], k[..., 2:]), (v[:, :, :2], v[:, :, 2:])
-  out = layers.attend_cached(cfg, q, k_blocks, v_blocks, key_mask)
+  out = layers.attend_cached(_CFG, q, k_blocks, v_blocks, key_mask)
   assert out.dtype == jnp.bfloat16 and out.shape == (3, 4, 8)
   k32, v32 = (tuple(b.astype(jnp.float32) for b in blocks) for blocks in (k_blocks, v_blocks))
-  ref = layers.attend_cached(cfg, q.astype(jnp.float32), k32, v32, key_mask)
+  ref = layers.attend_cached(_CFG, q.astype(jnp.float32), k32, v32, key_mask)
   np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref), rtol=2**-6, atol=2e-2)
   # The third row sees only its first key: its output is that key's value for each query head.
   np.testing.assert_allclose(np.asarray(out[2], np.float32), np.repeat(np.asarray(v[2, :, 0], np.float32), 2, axis=0))
