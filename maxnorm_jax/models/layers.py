@@ -377,6 +377,19 @@ def layer_forward(
   return constrain(x + y, ACTIVATION_AXES["residual"], mesh, rules), (k, v), router_logits
 
 
+def write_cache(cache: jax.Array, update: jax.Array, at: tuple) -> jax.Array:
+  """`lax.dynamic_update_slice(cache, update.astype(cache.dtype), at)`, for a 16-bit float cache
+  done on its bits (uint16): XLA:CPU computes a 16-bit float update-slice in float32, converting the
+  whole cache there and back every decode step (a loop over every element instead of a write of the
+  new ones); on integers it leaves the update-slice alone. Same values, bit for bit."""
+  update = update.astype(cache.dtype)
+  if cache.dtype not in SIXTEEN_BIT_FLOATS:
+    return jax.lax.dynamic_update_slice(cache, update, at)
+  bits = jax.lax.bitcast_convert_type
+  out = jax.lax.dynamic_update_slice(bits(cache, jnp.uint16), bits(update, jnp.uint16), at)
+  return bits(out, cache.dtype)
+
+
 def layer_decode(
   cfg: ModelConfig,
   w: Weights,
@@ -400,12 +413,8 @@ def layer_decode(
   q, k, v = project_qkv(cfg, w, hn, cos, sin)
   zero = jnp.zeros((), jnp.int32)
   kb, vb = list(k_blocks), list(v_blocks)
-  kb[block] = jax.lax.dynamic_update_slice(
-    kb[block], jnp.transpose(k, (0, 2, 3, 1)).astype(kb[block].dtype), (zero, zero, zero, offset)
-  )
-  vb[block] = jax.lax.dynamic_update_slice(
-    vb[block], jnp.transpose(v, (0, 2, 1, 3)).astype(vb[block].dtype), (zero, zero, offset, zero)
-  )
+  kb[block] = write_cache(kb[block], jnp.transpose(k, (0, 2, 3, 1)), (zero, zero, zero, offset))
+  vb[block] = write_cache(vb[block], jnp.transpose(v, (0, 2, 1, 3)), (zero, zero, offset, zero))
   attn = attend_cached(cfg, q[:, 0], tuple(kb[: block + 1]), tuple(vb[: block + 1]), key_mask)
   x = x + output_projection(cfg, w, attn[:, None])
   y, _ = feed_forward(cfg, w, rms_norm(x, w["mlp_norm"], cfg.rms_norm_eps))
