@@ -58,18 +58,20 @@ def fingerprint(tree) -> dict[str, list[int]]:
 
 
 def check(tree, expected: dict[str, list[int]] | None) -> str | None:
-  """None when every leaf is finite and (if `expected` is given) matches it; else what is wrong."""
+  """None when (if `expected` is given) every leaf matches it and is finite; else what is wrong.
+
+  The fingerprint is checked first: altered bytes that happen to decode to a NaN are still reported
+  as altered files, and "non-finite" is left to a state that was saved so (a diverged run)."""
   names, leaves = _named_leaves(tree)
   sums = jax.device_get(_sums(leaves))
+  if expected is not None:
+    got = {n: [int(s), int(w)] for n, (s, w, _) in zip(names, sums)}
+    if set(got) != set(expected):
+      return f"its arrays {sorted(set(got) ^ set(expected))[:3]} do not match the stored fingerprint"
+    wrong = [n for n in names if got[n] != list(expected[n])]
+    if wrong:
+      return f"fingerprint mismatch in {len(wrong)} arrays (first: {wrong[0]}): the files were altered"
   bad = [n for n, (_, _, finite) in zip(names, sums) if not bool(np.asarray(finite))]
   if bad:
     return f"non-finite values in {len(bad)} arrays (first: {bad[0]})"
-  if expected is None:
-    return None
-  got = {n: [int(s), int(w)] for n, (s, w, _) in zip(names, sums)}
-  if set(got) != set(expected):
-    return f"its arrays {sorted(set(got) ^ set(expected))[:3]} do not match the stored fingerprint"
-  wrong = [n for n in names if got[n] != list(expected[n])]
-  if wrong:
-    return f"fingerprint mismatch in {len(wrong)} arrays (first: {wrong[0]}): the files were altered"
   return None

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from maxnorm_jax.train import fingerprint
 from maxnorm_jax.train.checkpointing import Checkpointer, NoIntactCheckpoint
 
 
@@ -101,3 +102,15 @@ def test_non_finite_values_are_refused_even_with_a_matching_fingerprint(tmp_path
   assert restored.step == 1
   assert restored.skipped == ["step 2: non-finite values in 1 arrays (first: ['w'])"]
   ck.close()
+
+
+def test_altered_bytes_that_decode_to_a_nan_are_reported_as_altered():
+  # flipped bytes in a data file may decode to a NaN (which byte lands where depends on orbax's
+  # file layout); the stored fingerprint is what says the files were altered
+  saved = _tree(4)
+  altered = {"w": saved["w"].at[100].set(jnp.nan), "count": saved["count"]}
+  assert fingerprint.check(altered, fingerprint.fingerprint(saved)) == (
+    "fingerprint mismatch in 1 arrays (first: ['w']): the files were altered"
+  )
+  assert fingerprint.check(altered, None) == "non-finite values in 1 arrays (first: ['w'])"
+  assert fingerprint.check(altered, fingerprint.fingerprint(altered)) == "non-finite values in 1 arrays (first: ['w'])"
