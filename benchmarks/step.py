@@ -3,7 +3,7 @@ fraction of the step the device waits for the verifier (target: under 10%).
 
     python benchmarks/step.py [--steps 40] [--write]
     python benchmarks/step.py --vs-trl [--steps 8 --skip 3] [--trl-steps 4] [--cpu-devices 2]
-        [--dtype bfloat16] [--write]
+        [--dtype bfloat16] [--grad-accum 1 4] [--write]
 
 Each scenario runs the trainer (`maxnorm_jax.train.train`) from configs/default.py on this machine's
 devices, without SFT, evaluation or checkpoints, and reports medians over the steps after the first
@@ -16,7 +16,10 @@ log-prob passes had finished, i.e. the time the device sat idle for the verifier
 T=1, beta 0.01, 4 minibatches, grpo, and then TRL's GRPOTrainer at the same shape in .venv-bench
 (`make bench-env`; benchmarks/peers/trl_step.py), one after the other, and prints both side by side.
 --dtype bfloat16 runs both forward and backward passes in bfloat16 with float32 weights and optimizer
-state: ours with model.dtype=bfloat16, TRL with bf16=True (torch's CPU autocast).
+state: ours with model.dtype=bfloat16, TRL with bf16=True (torch's CPU autocast). --grad-accum A [A ...]
+runs both tools once for each A, with each optimizer step's gradient gathered over A microbatches and
+the reference log-probs scored in passes of as many rows (the same numbers, smaller passes), and
+compares each with TRL at the same A and with TRL's fastest.
 """
 
 import argparse
@@ -91,8 +94,12 @@ def run_scenario(arg: str, overrides: dict, steps: int, skip: int) -> dict:
   return out
 
 
-def vs_trl_overrides(ckpt: str) -> dict:
+def vs_trl_overrides(ckpt: str, grad_accum: int = 1) -> dict:
   """This trainer at VS_TRL's shape on the checkpoint `ckpt` (config overrides over method=grpo).
+
+  grad_accum A: each minibatch's gradient gathered over A microbatches, and the reference log-prob
+  pass run in passes of the same rows (TRL scores in passes of its per-device batch), so the math is
+  the same and only the size of the passes changes.
 
   The built-in arith_digits prompts are mostly 6 characters, 6 tokens of the checkpoint's character
   tokenizer; the longer ones are skipped. The sampler stops a row at EOS (the config has no switch to ignore it); the
@@ -112,15 +119,18 @@ def vs_trl_overrides(ckpt: str) -> dict:
     "rollout.temperature": 1.0,
     "loss.beta": v["beta"],
     "train.minibatches": v["minibatches"],
+    "train.grad_accum": grad_accum,
+    "train.logprob_microbatches": v["minibatches"] * grad_accum,
     "train.ppo_epochs": 1,
   }
 
 
-def run_trl(ckpt: str, steps: int, python: str, dtype: str) -> dict:
+def run_trl(ckpt: str, steps: int, python: str, dtype: str, grad_accum: int = 1) -> dict:
   """benchmarks/peers/trl_step.py at VS_TRL's shape in the peers' environment -> its JSON."""
   v = VS_TRL
   cmd = [python, os.path.join(ROOT, "benchmarks", "peers", "trl_step.py"), "--model", ckpt, "--steps", str(steps)]
   cmd += ["--bf16"] if dtype == "bfloat16" else []
+  cmd += ["--grad-accum", str(grad_accum)]
   for key in ("prompts", "group", "prompt_len", "new_tokens", "beta", "minibatches"):
     cmd += ["--" + key.replace("_", "-"), str(v[key])]
   print("running " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -138,30 +148,47 @@ def vs_trl(args) -> str:
   if not os.path.exists(python):
     raise SystemExit(f"{python} does not exist; run `make bench-env` first")
   make_checkpoint(args.ckpt, seed=0)
-  overrides = vs_trl_overrides(args.ckpt) | {"model.dtype": args.dtype}
-  ours = run_scenario("method=grpo", overrides, args.steps, args.skip)
-  trl = run_trl(args.ckpt, args.trl_steps, python, args.dtype)
   v = VS_TRL
   rows = v["prompts"] * v["group"]
+  ours, trl = {}, {}
+  for a in args.grad_accum:  # ours, then TRL, at each microbatch size
+    overrides = vs_trl_overrides(args.ckpt, a) | {"model.dtype": args.dtype}
+    ours[a] = run_scenario("method=grpo", overrides, args.steps, args.skip)
+    trl[a] = run_trl(args.ckpt, args.trl_steps, python, args.dtype, a)
+  best = min(t["median_s"] for t in trl.values())
   lines = [
-    "| trainer | generate | log-probs (reference; old ones from the sampler) | update | step | step vs TRL |",
-    "|---|---|---|---|---|---|",
-    f"| maxnorm_jax (`train`, grpo) | {ours['time/generate']:.2f} s | {ours['time/logprobs']:.2f} s | "
-    f"{ours['time/update']:.2f} s | {ours['time/step']:.2f} s | {trl['median_s'] / ours['time/step']:.2f}x |",
-    f"| TRL {trl['version']} `GRPOTrainer` (torch {trl['torch']}, transformers {trl['transformers']}) | | | | "
-    f"{trl['median_s']:.2f} s | 1x |",
+    "| trainer | rows per pass | generate | log-probs (reference; old ones from the sampler) | update | step "
+    "| step vs TRL, same passes | step vs TRL's best |",
+    "|---|---|---|---|---|---|---|---|",
   ]
+  for a in args.grad_accum:
+    o, t, micro = ours[a], trl[a], rows // (v["minibatches"] * a)
+    lines.append(
+      f"| maxnorm_jax (`train`, grpo) | {micro} | {o['time/generate']:.2f} s | {o['time/logprobs']:.2f} s | "
+      f"{o['time/update']:.2f} s | {o['time/step']:.2f} s | {t['median_s'] / o['time/step']:.2f}x | "
+      f"{best / o['time/step']:.2f}x |"
+    )
+  for a in args.grad_accum:
+    t, micro = trl[a], rows // (v["minibatches"] * a)
+    lines.append(
+      f"| TRL {t['version']} `GRPOTrainer` (torch {t['torch']}, transformers {t['transformers']}) | {micro} "
+      f"| | | | {t['median_s']:.2f} s ({', '.join(f'{s:.2f}' for s in t['step_s'])}) | 1x | |"
+    )
   body = report.header() + f"Devices: {jax.device_count()} x {jax.devices()[0].platform}\n"
   body += f"Load average before / after: {args.load_before} / {load_average()}\n\n" + "\n".join(lines)
   body += (
     f"\n\nOne step: {v['prompts']} prompts x {v['group']} samples = {rows} rows, {v['prompt_len']} prompt "
     f"tokens, {v['new_tokens']} new tokens at T=1, beta {v['beta']}, {v['minibatches']} optimizer steps on "
     f"{rows // v['minibatches']}-row minibatches, {DTYPES[args.dtype]}, on the random Qwen3 checkpoint of "
-    "benchmarks/peers/make_checkpoint.py (4 layers, width 256, vocab 64). Ours: medians over steps "
-    f"{args.skip + 1}..{args.steps} (mean completion length {ours['response_len_mean']:.1f}: rows stop at EOS, "
-    f"the shapes stay at {v['new_tokens']}). TRL: median of its steps after the first "
-    f"({', '.join(f'{s:.2f}' for s in trl['step_s'])} s; EOS suppressed, every completion "
-    f"{v['new_tokens']} tokens). Step vs TRL: TRL's step time over ours (above 1: ours is faster).\n"
+    "benchmarks/peers/make_checkpoint.py (4 layers, width 256, vocab 64). Rows per pass: each optimizer "
+    "step's gradient is gathered over microbatches of that many rows and the reference log-probs are "
+    "scored in passes of as many (ours: train.grad_accum, train.logprob_microbatches; TRL: "
+    "per_device_train_batch_size, gradient_accumulation_steps). Ours: medians over steps "
+    f"{args.skip + 1}..{args.steps} (mean completion length "
+    f"{np.mean([o['response_len_mean'] for o in ours.values()]):.1f}: rows stop at EOS, the shapes stay at "
+    f"{v['new_tokens']}). TRL: median of its steps after the first (in brackets, all of them; EOS "
+    f"suppressed, every completion {v['new_tokens']} tokens). Step vs TRL: TRL's step time over ours "
+    "(above 1: ours is faster), with the same rows per pass and against TRL's fastest row of the table.\n"
   )
   return body
 
@@ -183,6 +210,10 @@ def main():
     help="split the host CPU into this many jax devices; the trainer's data axis takes them all",
   )  # fmt: skip
   parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="--vs-trl: the passes' dtype")
+  parser.add_argument(
+    "--grad-accum", type=int, nargs="+", default=[1],
+    help="--vs-trl: microbatches per optimizer step, one pair of runs (ours, TRL) for each",
+  )  # fmt: skip
   parser.add_argument("--bench-python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
   args = parser.parse_args()
   args.load_before = load_average()

@@ -51,6 +51,16 @@ def test_vs_trl_overrides_are_valid_at_issue_shape():
   assert c.data.batch_size * c.rollout.group_size == 512
   assert (c.data.max_prompt_len, c.rollout.max_new_tokens, c.train.minibatches) == (6, 64, 4)
   assert (c.loss.beta, c.advantage.estimator, c.model.kind) == (0.01, "grpo", "hf")
+  assert (c.train.grad_accum, c.train.logprob_microbatches) == (1, 4)
+
+
+def test_vs_trl_overrides_split_passes_into_microbatches():
+  c = step_bench.load_config("method=grpo")
+  c.unlock()
+  step_bench.apply_overrides(c, step_bench.vs_trl_overrides("runs/bench_ckpt", grad_accum=4))
+  validate(c)
+  # 512 rows: 4 optimizer steps of 128 rows, each over 4 microbatches of 32; reference passes of 32 rows
+  assert (c.train.minibatches, c.train.grad_accum, c.train.logprob_microbatches) == (4, 4, 16)
 
 
 def test_rollout_bench_refuses_zero_timed_runs(monkeypatch, capsys):

@@ -6,9 +6,11 @@ One RL step here is what one step of maxnorm_jax's trainer does with data.batch_
 rollout.group_size=--group and train.minibatches=--minibatches: one generation of prompts x group rows
 (--new-tokens each: EOS is suppressed by min_new_tokens, so the work is fixed), the old-policy and
 (beta > 0) reference log-prob passes over them, then --minibatches optimizer steps on minibatches of
-rows / minibatches rows. In TRL's terms: per_device_train_batch_size = rows / minibatches,
-gradient_accumulation_steps = 1, steps_per_generation = minibatches (so TRL computes the old log-probs,
-as the policy moves between the optimizer steps of one generation), num_iterations = 1. AdamW
+rows / minibatches rows, each gathered over --grad-accum microbatches (ours: train.grad_accum). In
+TRL's terms: per_device_train_batch_size = rows / (minibatches x grad_accum), gradient_accumulation_steps
+= grad_accum, steps_per_generation = minibatches x grad_accum (so TRL computes the old log-probs, as
+the policy moves between the optimizer steps of one generation, and scores the rows in passes of one
+microbatch), num_iterations = 1. AdamW
 (b1 0.9, b2 0.99, eps 1e-8, no weight decay), lr 5e-4, global grad-norm clip 1.0, clip 0.2 and
 float32 as in configs/default.py (--bf16: torch's bfloat16 autocast over the float32 weights, as
 model.dtype=bfloat16 does in ours); gradient checkpointing off (TRL's default is on; ours has no remat).
@@ -58,6 +60,9 @@ def main():
   parser.add_argument("--new-tokens", type=int, default=64)
   parser.add_argument("--beta", type=float, default=0.01)
   parser.add_argument("--minibatches", type=int, default=4, help="optimizer steps per generation")
+  parser.add_argument(
+    "--grad-accum", type=int, default=1, help="microbatches per optimizer step (ours: train.grad_accum)"
+  )
   parser.add_argument("--steps", type=int, default=5, help="RL steps (the first is a warm-up)")
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast over the float32 weights")
@@ -66,8 +71,9 @@ def main():
   args = parser.parse_args()
   out_json = json_stdout()  # the trainer prints its logs on stdout
   rows = args.prompts * args.group
-  if rows % args.minibatches:
-    raise SystemExit(f"--minibatches {args.minibatches} does not divide {rows} rows")
+  micro = args.minibatches * args.grad_accum
+  if rows % micro:
+    raise SystemExit(f"--minibatches {args.minibatches} x --grad-accum {args.grad_accum} does not divide {rows} rows")
   torch.set_num_threads(args.threads)
   rng = np.random.default_rng(args.seed)
   texts = ["".join(rng.choice(list(ALPHABET), args.prompt_len)) for _ in range(args.prompts * args.steps)]
@@ -79,9 +85,9 @@ def main():
     gradient_checkpointing=False,
     seed=args.seed,
     max_steps=args.steps * args.minibatches,
-    per_device_train_batch_size=rows // args.minibatches,
-    gradient_accumulation_steps=1,
-    steps_per_generation=args.minibatches,
+    per_device_train_batch_size=rows // micro,
+    gradient_accumulation_steps=args.grad_accum,
+    steps_per_generation=micro,
     num_iterations=1,
     num_generations=args.group,
     max_completion_length=args.new_tokens,
@@ -131,6 +137,7 @@ def main():
           "new_tokens": args.new_tokens,
           "optimizer_steps": args.minibatches,
           "rows_per_optimizer_step": rows // args.minibatches,
+          "rows_per_microbatch": rows // micro,
         },
         "beta": args.beta,
         "bf16": args.bf16,
