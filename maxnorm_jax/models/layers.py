@@ -89,14 +89,17 @@ def _row_major_transpose(a: jax.Array) -> jax.Array:
 
   XLA:CPU turns a lone transpose into a column-major layout of its operand, and YNNPACK takes only
   row-major dot operands: the dot is then upcast to a float32 Eigen matmul (0.1-0.3 TFLOP/s against
-  1.1-1.4). Two transposed halves concatenated get a row-major buffer of their own. Used for every
-  weight (small) and for the activation of a weight gradient when K <= N; for K > N the copy of the
+  1.1-1.4). Two transposed halves concatenated get a row-major buffer of their own. The halves are
+  split by columns: an activation's rows are sharded over the data axes, and halves split by rows
+  would move rows between devices (all-to-all and collective-permute in every backward; the update
+  with the rows over 2 CPU devices went from 3.15 to 2.77 s, BENCHMARKS.md). Used for every weight
+  (small) and for the activation of a weight gradient when K <= N; for K > N the copy of the
   activation cost more than it saved.
   """
-  if a.shape[0] < 2:
+  if a.shape[1] < 2:
     return a.T
-  h = a.shape[0] // 2
-  return jnp.concatenate([a[:h].T, a[h:].T], axis=1)
+  h = a.shape[1] // 2
+  return jnp.concatenate([a[:, :h].T, a[:, h:].T], axis=0)
 
 
 _matmul_f32_accumulate.defvjp(_matmul_f32_accumulate_fwd, _matmul_f32_accumulate_bwd)

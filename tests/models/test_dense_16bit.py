@@ -49,6 +49,32 @@ def test_bfloat16_dense_gradients_match_jax_autodiff(d):
   np.testing.assert_allclose(np.asarray(dx, np.float32), np.asarray(exact), rtol=2**-7, atol=1e-2)
 
 
+def test_bfloat16_dense_gradient_keeps_sharded_rows_on_their_devices():
+  # x [16, 48] with its rows over 2 devices, w [48, 64] (K <= N: both operands of the backward's
+  # dots get row-major transposed copies on CPU). Only the weight gradient's sum crosses devices.
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("data",))
+  kx, kw, kg = jax.random.split(jax.random.key(2), 3)
+  rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+  x = jax.device_put(jax.random.normal(kx, (16, 48)).astype(jnp.bfloat16), rows)
+  w = jax.device_put(
+    (jax.random.normal(kw, (48, 64)) / 7).astype(jnp.bfloat16),
+    jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()),
+  )
+  g = jax.device_put(jax.random.normal(kg, (16, 64)).astype(jnp.bfloat16), rows)
+
+  def loss(x, w, g):
+    return jnp.sum(layers.dense(x, w).astype(jnp.float32) * g.astype(jnp.float32))
+
+  grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+  hlo = grad.lower(x, w, g).compile().as_text()
+  assert "all-to-all" not in hlo and "collective-permute" not in hlo
+  assert hlo.count("all-reduce(") == 1  # dw
+  dx, dw = grad(x, w, g)
+  rx, rw = grad(*(jax.device_put(a, jax.devices()[0]) for a in (x, w, g)))
+  np.testing.assert_array_equal(np.asarray(dx, np.float32), np.asarray(rx, np.float32))
+  np.testing.assert_allclose(np.asarray(dw, np.float32), np.asarray(rw, np.float32), rtol=2**-7, atol=1e-6)
+
+
 def test_only_16bit_inputs_take_the_custom_gradient():
   x, w, _ = _operands(jnp.float32)
   assert "custom_vjp" not in str(jax.make_jaxpr(layers.dense)(x, w))
