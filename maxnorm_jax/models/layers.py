@@ -267,10 +267,23 @@ def _batched_matmul_f32_accumulate_fwd(a, b):
 
 def _batched_matmul_f32_accumulate_bwd(res, g):
   a, b = res
-  bt, at = jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2)  # [N, J, K], [N, K, M]
+  on_cpu = jax.default_backend() == "cpu"
+  swap = _row_major_swap if on_cpu else (lambda x: jnp.swapaxes(x, 1, 2))
+  bt, at = swap(b), swap(a)  # [N, J, K], [N, K, M]
   da = jnp.einsum("nmj,njk->nmk", g, bt, preferred_element_type=jnp.float32).astype(a.dtype)
   db = jnp.einsum("nkm,nmj->nkj", at, g, preferred_element_type=jnp.float32).astype(b.dtype)
   return da, db
+
+
+def _row_major_swap(a: jax.Array) -> jax.Array:
+  """a [N, R, C] -> [N, C, R], materialised row-major (`_row_major_transpose` batched over N, N the
+  rows x kv heads of the attention, so the halves are split by C): the attention backward's dots
+  with a swapped operand then go to YNNPACK instead of float32 Eigen (with the rows over 2 CPU
+  devices, 672 -> 416 Eigen dots per update, update 2.77 -> 2.69 s; BENCHMARKS.md)."""
+  if a.shape[2] < 2:
+    return jnp.swapaxes(a, 1, 2)
+  h = a.shape[2] // 2
+  return jnp.concatenate([jnp.swapaxes(a[:, :, :h], 1, 2), jnp.swapaxes(a[:, :, h:], 1, 2)], axis=1)
 
 
 _batched_matmul_f32_accumulate.defvjp(_batched_matmul_f32_accumulate_fwd, _batched_matmul_f32_accumulate_bwd)

@@ -1,5 +1,7 @@
 """layers.dense on 16-bit inputs: float32 accumulation, a 16-bit result, and jax's own gradients."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -117,6 +119,20 @@ def test_bfloat16_attention_matches_float32_attention_and_its_gradients():
     assert a.dtype == jnp.bfloat16 and a.shape == b.shape
     a, b = np.asarray(a, np.float32), np.asarray(b)
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 2e-2
+
+
+def test_bfloat16_attention_gradient_has_no_float32_eigen_dots():
+  # XLA:CPU runs a dot with a column-major (lazily transposed) 16-bit operand as a float32 Eigen
+  # dot; every dot of the attention's forward and backward must reach YNNPACK's bf16 kernels.
+  q, k, v, g, mask = _attention_operands(jnp.bfloat16)
+
+  def loss(*qkv):
+    return jnp.sum(layers.attend(_CFG, *qkv, mask).astype(jnp.float32) * g.astype(jnp.float32))
+
+  hlo = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(q, k, v).compile().as_text()
+  entry = hlo[hlo.index("\nENTRY") :]
+  assert re.findall(r"= \S+ dot\(", entry) == []
+  assert entry.count('"kind":"__ynn_fusion"') >= 5
 
 
 def test_bfloat16_cached_attention_matches_float32_over_two_blocks():
