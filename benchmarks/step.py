@@ -156,22 +156,23 @@ def vs_trl(args) -> str:
     ours[a] = run_scenario("method=grpo", overrides, args.steps, args.skip)
     trl[a] = run_trl(args.ckpt, args.trl_steps, python, args.dtype, a)
   best = min(t["median_s"] for t in trl.values())
+  micro = {a: rows // (v["minibatches"] * a) for a in args.grad_accum}  # rows per pass
   lines = [
     "| trainer | rows per pass | generate | log-probs (reference; old ones from the sampler) | update | step "
     "| step vs TRL, same passes | step vs TRL's best |",
     "|---|---|---|---|---|---|---|---|",
   ]
   for a in args.grad_accum:
-    o, t, micro = ours[a], trl[a], rows // (v["minibatches"] * a)
+    o, t = ours[a], trl[a]
     lines.append(
-      f"| maxnorm_jax (`train`, grpo) | {micro} | {o['time/generate']:.2f} s | {o['time/logprobs']:.2f} s | "
+      f"| maxnorm_jax (`train`, grpo) | {micro[a]} | {o['time/generate']:.2f} s | {o['time/logprobs']:.2f} s | "
       f"{o['time/update']:.2f} s | {o['time/step']:.2f} s | {t['median_s'] / o['time/step']:.2f}x | "
       f"{best / o['time/step']:.2f}x |"
     )
   for a in args.grad_accum:
-    t, micro = trl[a], rows // (v["minibatches"] * a)
+    t = trl[a]
     lines.append(
-      f"| TRL {t['version']} `GRPOTrainer` (torch {t['torch']}, transformers {t['transformers']}) | {micro} "
+      f"| TRL {t['version']} `GRPOTrainer` (torch {t['torch']}, transformers {t['transformers']}) | {micro[a]} "
       f"| | | | {t['median_s']:.2f} s ({', '.join(f'{s:.2f}' for s in t['step_s'])}) | 1x | |"
     )
   body = report.header() + f"Devices: {jax.device_count()} x {jax.devices()[0].platform}\n"

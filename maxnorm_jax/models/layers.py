@@ -85,21 +85,24 @@ def _matmul_f32_accumulate_bwd(res, g):
 
 
 def _row_major_transpose(a: jax.Array) -> jax.Array:
-  """a [R, C] -> a.T [C, R], materialised row-major (XLA:CPU only; BENCHMARKS.md, bfloat16).
+  """a [..., R, C] -> [..., C, R] (its last two axes swapped), materialised row-major (XLA:CPU only;
+  BENCHMARKS.md, bfloat16).
 
   XLA:CPU turns a lone transpose into a column-major layout of its operand, and YNNPACK takes only
   row-major dot operands: the dot is then upcast to a float32 Eigen matmul (0.1-0.3 TFLOP/s against
   1.1-1.4). Two transposed halves concatenated get a row-major buffer of their own. The halves are
-  split by columns: an activation's rows are sharded over the data axes, and halves split by rows
-  would move rows between devices (all-to-all and collective-permute in every backward; the update
-  with the rows over 2 CPU devices went from 3.15 to 2.77 s, BENCHMARKS.md). Used for every weight
-  (small) and for the activation of a weight gradient when K <= N; for K > N the copy of the
-  activation cost more than it saved.
+  split by the last axis: the leading axes carry the rows, sharded over the data axes, and halves
+  split by rows would move rows between devices (all-to-all and collective-permute in every
+  backward; the update with the rows over 2 CPU devices went from 3.15 to 2.77 s, BENCHMARKS.md).
+  Used in the backward of `dense` for every weight (small) and for the activation of a weight
+  gradient when K <= N (for K > N the copy of the activation cost more than it saved), and in the
+  attention's batched dots [N, R, C], N the rows x kv heads (672 -> 416 Eigen dots per update with
+  the rows over 2 CPU devices, update 2.77 -> 2.69 s).
   """
-  if a.shape[1] < 2:
-    return a.T
-  h = a.shape[1] // 2
-  return jnp.concatenate([a[:, :h].T, a[:, h:].T], axis=0)
+  if a.shape[-1] < 2:
+    return jnp.swapaxes(a, -1, -2)
+  h = a.shape[-1] // 2
+  return jnp.concatenate([jnp.swapaxes(a[..., :h], -1, -2), jnp.swapaxes(a[..., h:], -1, -2)], axis=-2)
 
 
 _matmul_f32_accumulate.defvjp(_matmul_f32_accumulate_fwd, _matmul_f32_accumulate_bwd)
@@ -268,22 +271,11 @@ def _batched_matmul_f32_accumulate_fwd(a, b):
 def _batched_matmul_f32_accumulate_bwd(res, g):
   a, b = res
   on_cpu = jax.default_backend() == "cpu"
-  swap = _row_major_swap if on_cpu else (lambda x: jnp.swapaxes(x, 1, 2))
+  swap = _row_major_transpose if on_cpu else (lambda x: jnp.swapaxes(x, 1, 2))
   bt, at = swap(b), swap(a)  # [N, J, K], [N, K, M]
   da = jnp.einsum("nmj,njk->nmk", g, bt, preferred_element_type=jnp.float32).astype(a.dtype)
   db = jnp.einsum("nkm,nmj->nkj", at, g, preferred_element_type=jnp.float32).astype(b.dtype)
   return da, db
-
-
-def _row_major_swap(a: jax.Array) -> jax.Array:
-  """a [N, R, C] -> [N, C, R], materialised row-major (`_row_major_transpose` batched over N, N the
-  rows x kv heads of the attention, so the halves are split by C): the attention backward's dots
-  with a swapped operand then go to YNNPACK instead of float32 Eigen (with the rows over 2 CPU
-  devices, 672 -> 416 Eigen dots per update, update 2.77 -> 2.69 s; BENCHMARKS.md)."""
-  if a.shape[2] < 2:
-    return jnp.swapaxes(a, 1, 2)
-  h = a.shape[2] // 2
-  return jnp.concatenate([jnp.swapaxes(a[:, :, :h], 1, 2), jnp.swapaxes(a[:, :, h:], 1, 2)], axis=1)
 
 
 _batched_matmul_f32_accumulate.defvjp(_batched_matmul_f32_accumulate_fwd, _batched_matmul_f32_accumulate_bwd)
